@@ -1,0 +1,27 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+extras = {
+    "video": ["decord>=0.6", "av>=12", "pyarrow>=14"],
+    "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3"],
+    # torch is not pinned here: install a CPU build first (see README) or pip may pick a CUDA one
+    "hf": ["torch>=2.4", "transformers>=4.57", "tokenizers>=0.20", "tensorboard>=2.15"],
+    "sb3": ["stable-baselines3>=2.3", "torch>=2.4"],
+    "vllm": ["vllm>=0.10"],
+    "plots": ["matplotlib>=3.7"],
+}
+extras["all"] = sorted({r for k, v in extras.items() if k != "vllm" for r in v})
+
+setup(
+    name="paravt-gym",
+    version="0.1.0",
+    description="ParaVT-Gym: a testbed for agentic video RL with parallel tool calls",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["paravt_env*", "agents*", "trainers*"]),
+    install_requires=["numpy>=1.24", "gymnasium>=1.0", "pettingzoo>=1.24", "pillow>=9", "tqdm>=4.60"],
+    extras_require=extras,
+    entry_points={"console_scripts": ["paravt-export=paravt_env.export:main"]},
+)
