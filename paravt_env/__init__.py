@@ -9,3 +9,15 @@ from .sources import (Episode, FileDataset, FileVideoSource, Frames, SyntheticDa
 from .world import SyntheticVideo
 
 __version__ = "0.1.0"
+
+import gymnasium as _gym
+
+if "ParaVT-LongVideo-v0" not in _gym.registry:
+    _gym.register(id="ParaVT-LongVideo-v0", entry_point="paravt_env.env:ParaVTLongVideoEnv")
+
+
+def parallel_env(**kwargs):
+    """The PettingZoo ParallelEnv twin of ``ParaVT-LongVideo-v0`` (main agent + sub-agents)."""
+    from .multiagent import ParaVTParallelEnv
+
+    return ParaVTParallelEnv(**kwargs)

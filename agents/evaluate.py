@@ -1,0 +1,86 @@
+"""Evaluate an agent on ``ParaVT-LongVideo-v0``.
+
+    python -m agents.evaluate --agent oracle --episodes 120 --frame-budget 16 --json out.json
+    python -m agents.evaluate --agent no_tool --episodes 120 --gating
+
+Episodes are the first N of the split (episode i is reset with seed i), so every agent is
+scored on the same questions and, with gating, the same budgets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+
+import gymnasium as gym
+import numpy as np
+from tqdm import tqdm
+
+import paravt_env  # noqa: F401  (registers the env)
+from agents.scripted import AGENTS, make_agent
+
+
+def run_episode(env, agent, seed: int, episode_index: int) -> dict:
+    obs, info = env.reset(seed=seed, options={"episode_index": episode_index})
+    reward, done = 0.0, False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
+        done = terminated or truncated
+    return {"family": info["family"], "reward": reward, "correct": bool(info["correct"]),
+            "accuracy": info["reward_components"]["accuracy"], "format": info["format_reward"],
+            "tool_calls": info["num_tool_calls"], "frame_budget": info["frame_budget"]}
+
+
+def evaluate(agent_name: str, episodes: int, seed: int = 0, **env_kwargs) -> dict:
+    env = gym.make("ParaVT-LongVideo-v0", **env_kwargs)
+    agent = make_agent(agent_name, env, seed=seed)
+    t0 = time.perf_counter()
+    rows = [run_episode(env, agent, seed + i, i)
+            for i in tqdm(range(episodes), desc=agent_name, leave=False)]
+    wall = time.perf_counter() - t0
+    env.close()
+    by_family = defaultdict(list)
+    for r in rows:
+        by_family[r["family"]].append(r["accuracy"])
+    return {
+        "agent": agent_name, "episodes": episodes, "env": {k: str(v) for k, v in env_kwargs.items()},
+        "accuracy": float(np.mean([r["accuracy"] for r in rows])),
+        "accuracy_per_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
+        "format_reward": float(np.mean([r["format"] for r in rows])),
+        "tool_calls_per_episode": float(np.mean([r["tool_calls"] for r in rows])),
+        "reward": float(np.mean([r["reward"] for r in rows])),
+        "wall_seconds": wall,
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--agent", required=True, choices=sorted(AGENTS))
+    p.add_argument("--episodes", type=int, default=60)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split", default="validation", choices=["train", "validation", "test"])
+    p.add_argument("--source", default=None, help="JSONL/parquet question file (default: synthetic)")
+    p.add_argument("--frame-budget", type=int, default=64)
+    p.add_argument("--gating", action="store_true", help="K ~ Uniform{4,8,16,32,64} per episode")
+    p.add_argument("--dispatch", default=None, choices=["parallel", "sequential"],
+                   help="default: sequential for the sequential agent, else parallel")
+    p.add_argument("--json", default=None, help="write the result here")
+    a = p.parse_args(argv)
+    if a.episodes < 1:
+        p.error("--episodes must be at least 1")
+    dispatch = a.dispatch or ("sequential" if a.agent == "sequential" else "parallel")
+    result = evaluate(a.agent, a.episodes, a.seed, split=a.split, source=a.source,
+                      frame_budget=a.frame_budget, nframes_gating=a.gating, dispatch=dispatch)
+    print(f"agent {result['agent']}: accuracy {result['accuracy']:.3f}  format {result['format_reward']:.3f}  "
+          f"tool calls/episode {result['tool_calls_per_episode']:.2f}  wall {result['wall_seconds']:.1f} s")
+    for family, acc in result["accuracy_per_family"].items():
+        print(f"  {family:17s} {acc:.3f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""Scripted agents: floors and ceilings for ``ParaVT-LongVideo-v0``.
+
+Every agent has *perfect perception of what it is shown and nothing more*: it reads the
+frames it saw (overview timestamps, crop responses) through the world's truthful caption
+of exactly those frames, then answers with fixed rules. So differences between agents come
+from *where they look*, which is what the tools are about.
+
+=============  ==========================================================================
+agent          strategy
+=============  ==========================================================================
+no_tool        answers from the overview alone (the skip-tool shortcut)
+uniform        one turn of parallel crops tiling the whole video, then answers
+scene          parallel crops tiling the scene the question names (found in the overview)
+sequential     the same windows as ``scene``, one crop per turn (use ``dispatch="sequential"``)
+oracle         crops exactly the evidence windows (knows the truth: a ceiling)
+random         random crops, random answer text
+=============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from paravt_env.questions import LETTERS
+from paravt_env.world import COLOURS, SHAPES
+
+_SCENE_RE = re.compile(r"([a-z]+) scene \(([\d.]+)(?:-([\d.]+))? s\)")
+_OBJ_RE = re.compile(r"\b(" + "|".join(COLOURS) + r") (" + "|".join(SHAPES) + r") at [a-z-]+ \(([\d.]+)(?:-([\d.]+))? s\)")
+_QUESTION_SCENE_RE = re.compile(r"during the ([a-z]+) scene")
+
+
+@dataclass
+class Memory:
+    """What the agent has perceived: scene sightings and object sightings (time spans)."""
+
+    scenes: list[tuple[str, float, float]] = field(default_factory=list)
+    objects: dict[str, list[float]] = field(default_factory=dict)  # "red circle" -> [first, last]
+
+    def read(self, caption: str | None) -> None:
+        if not caption:
+            return
+        for name, a, b in _SCENE_RE.findall(caption):
+            self.scenes.append((name, float(a), float(b or a)))
+        for colour, shape, a, b in _OBJ_RE.findall(caption):
+            span = self.objects.setdefault(f"{colour} {shape}", [float(a), float(b or a)])
+            span[0], span[1] = min(span[0], float(a)), max(span[1], float(b or a))
+
+    def scene_of(self, t: float) -> str | None:
+        for name, a, b in self.scenes:
+            if a - 1e-6 <= t <= b + 1e-6:
+                return name
+        return None
+
+    def scene_span(self, name: str) -> tuple[float, float] | None:
+        spans = [(a, b) for n, a, b in self.scenes if n == name]
+        return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+
+def format_call(start: float, end: float) -> str:
+    args = {"name": "crop_video", "arguments": {"start_time": round(start, 1), "end_time": round(end, 1)}}
+    return f"<tool_call>{json.dumps(args)}</tool_call>"
+
+
+class ScriptedAgent:
+    """Base class. ``act(obs, info) -> str`` emits one turn's full text."""
+
+    name = "base"
+
+    def __init__(self, env, seed: int | None = None):
+        self.env = env.unwrapped
+        self.rng = np.random.default_rng(seed)
+
+    # perception ---------------------------------------------------------------------------
+    def perceive(self, obs) -> Memory:
+        memory = Memory()
+        source = self.env.episode.source
+        mask = obs["frame_mask"].astype(bool)
+        memory.read(source.caption(obs["timestamps"][mask].astype(np.float64)))
+        for r in self.env.last_crops:
+            if r.ok:
+                memory.read(source.caption(r.frames.timestamps))
+        return memory
+
+    def remember(self, obs, info) -> Memory:
+        if info.get("turn", 0) == 0:
+            self.memory = Memory()
+        new = self.perceive(obs)
+        self.memory.scenes += new.scenes
+        for k, (a, b) in new.objects.items():
+            span = self.memory.objects.setdefault(k, [a, b])
+            span[0], span[1] = min(span[0], a), max(span[1], b)
+        return self.memory
+
+    # policy ---------------------------------------------------------------------------------
+    def windows(self, memory: Memory) -> list[tuple[float, float]]:
+        return []
+
+    def act(self, obs, info) -> str:
+        memory = self.remember(obs, info)
+        if info.get("turn", 0) == 0:
+            windows = self.windows(memory)
+            if windows:
+                calls = "".join(format_call(a, b) for a, b in windows)
+                return f"<think>\nI need a closer look at {len(windows)} windows.\n</think>\n{calls}"
+        return f"<think>\nI have looked enough; answering.\n</think>\n<answer>{self.answer(memory)}</answer>"
+
+    def answer(self, memory: Memory) -> str:
+        """Answer the current question from what was perceived; guess where nothing was."""
+        q = self.env.episode.question
+        scene = (m.group(1) if (m := _QUESTION_SCENE_RE.search(q.text)) else None)
+        in_scene = {o: s for o, s in memory.objects.items() if scene and memory.scene_of(s[0]) == scene}
+        options = list(q.options or [])
+
+        def pick(option_text: str | None) -> str:
+            if option_text is not None and option_text in options:
+                return LETTERS[options.index(option_text)]
+            return LETTERS[int(self.rng.integers(len(options)))]
+
+        if q.family == "needle":
+            return pick(next((o for o in options if o in in_scene), None))
+        if q.family == "needle_attribute":
+            shape = next((s for s in SHAPES if f" {s} " in q.text), None)
+            seen = [o.split()[0] for o in in_scene if o.split()[1] == shape]
+            return seen[0] if seen else str(self.rng.choice(list(COLOURS)))
+        if q.family == "counting":
+            count = len(in_scene)
+            numeric = [int(o) for o in options]
+            return pick(str(min(numeric, key=lambda n: (abs(n - count), n))))
+        if q.family == "temporal_order":
+            seen = [(memory.objects[o[4:]][0], o) for o in options if o[4:] in memory.objects]
+            if len(seen) == 2:
+                return pick(min(seen)[1])
+            if len(seen) == 1:  # the one not seen early enough is likelier second... just a guess
+                return pick(seen[0][1])
+            return pick(None)
+        if q.family == "grounding":
+            target = q.text.split("is the ")[1].split(" visible")[0]
+            if target in memory.objects:
+                a, b = memory.objects[target]
+                return f"{max(0.0, a - 0.5):.1f}, {b + 0.5:.1f}"
+            d = self.env.episode.source.duration
+            centre = float(self.rng.uniform(0, d))
+            return f"{centre:.1f}, {centre + 5:.1f}"
+        if q.family == "global":
+            seen = {n for n, _, _ in memory.scenes}
+            return pick(next((o for o in options if o in seen), None))
+        return pick(None) if options else ""
+
+
+class NoToolAgent(ScriptedAgent):
+    name = "no_tool"
+
+
+class UniformCropAgent(ScriptedAgent):
+    """Tiles the whole video with as many parallel crops as allowed."""
+
+    name = "uniform"
+
+    def windows(self, memory):
+        d, n = self.env.episode.source.duration, self.env.max_calls
+        edges = np.linspace(0.0, d, n + 1)
+        return list(zip(edges[:-1], edges[1:]))
+
+
+class SceneCropAgent(ScriptedAgent):
+    """Tiles the scene the question names, located from the overview's scene cues."""
+
+    name = "scene"
+
+    def target(self, memory) -> tuple[float, float]:
+        q, d = self.env.episode.question, self.env.episode.source.duration
+        m = _QUESTION_SCENE_RE.search(q.text)
+        span = memory.scene_span(m.group(1)) if m else None
+        if span is None:
+            return 0.0, d
+        # the scene extends up to one overview gap beyond the frames that showed it
+        gap = d / max(1, self.env.k)
+        return max(0.0, span[0] - gap), min(d, span[1] + gap)
+
+    def windows(self, memory):
+        a, b = self.target(memory)
+        n = self.env.max_calls
+        edges = np.linspace(a, b, n + 1)
+        return list(zip(edges[:-1], edges[1:]))
+
+
+class SequentialCropAgent(SceneCropAgent):
+    """``scene``'s windows, one per turn, answering on the last turn."""
+
+    name = "sequential"
+
+    def act(self, obs, info):
+        memory = self.remember(obs, info)
+        turn = info.get("turn", 0)
+        if turn == 0:
+            a, b = self.target(memory)
+            n = self.env.max_turns - 1
+            edges = np.linspace(a, b, n + 1)
+            self.plan = list(zip(edges[:-1], edges[1:]))
+        if turn < len(self.plan):
+            a, b = self.plan[turn]
+            return f"<think>\nLooking at window {turn + 1}.\n</think>\n{format_call(a, b)}"
+        return f"<think>\nAnswering from what I saw.\n</think>\n<answer>{self.answer(memory)}</answer>"
+
+
+class OracleCropAgent(ScriptedAgent):
+    """Crops the evidence windows themselves (a ceiling, not a fair agent)."""
+
+    name = "oracle"
+
+    def windows(self, memory):
+        ev = list(self.env.episode.question.evidence)[: self.env.max_calls]
+        d = self.env.episode.source.duration
+        return [(max(0.0, a - 1.0), min(d, b + 1.0)) for a, b in ev]
+
+
+class RandomAgent(ScriptedAgent):
+    """Random windows on the first turn, then a random option or word."""
+
+    name = "random"
+
+    def windows(self, memory):
+        d = self.env.episode.source.duration
+        n = int(self.rng.integers(0, self.env.max_calls + 1))
+        starts = self.rng.uniform(0, d, n)
+        return [(s, min(d, s + float(self.rng.uniform(2, 60)))) for s in starts]
+
+    def answer(self, memory):
+        q = self.env.episode.question
+        if q.options:
+            return LETTERS[int(self.rng.integers(len(q.options)))]
+        if q.answer_type == "grounding":
+            s = float(self.rng.uniform(0, self.env.episode.source.duration))
+            return f"{s:.1f}, {s + 5:.1f}"
+        return str(self.rng.choice(list(COLOURS)))
+
+
+AGENTS = {cls.name: cls for cls in (NoToolAgent, UniformCropAgent, SceneCropAgent, SequentialCropAgent,
+                                      OracleCropAgent, RandomAgent)}
+
+
+def make_agent(name: str, env, seed: int | None = None) -> ScriptedAgent:
+    if name not in AGENTS:
+        raise ValueError(f"unknown agent {name!r}; known: {sorted(AGENTS)}")
+    return AGENTS[name](env, seed=seed)

@@ -1,0 +1,453 @@
+"""``ParaVT-LongVideo-v0``: one question about one long video, answered with crop tools.
+
+The agent first sees an *overview* of K frames, each preceded by its timestamp. Each step
+it emits one turn of text: ``<think>...</think>`` then either ``<tool_call>`` blocks
+(``crop_video`` with ``start_time``/``end_time``; several in one turn under parallel dispatch)
+or ``<answer>...</answer>``. Crops of a turn run concurrently and come back, in call order,
+as ``<tool_response>`` blocks in the next observation.
+
+Observation (``Dict``):
+    ``frames``       uint8 ``(K_max, H, W, 3)`` overview frames, zero-padded to the largest K
+    ``frame_mask``   int8 ``(K_max,)``: 1 where a frame is real
+    ``timestamps``   float32 ``(K_max,)`` seconds (0 where padded)
+    ``crop_frames``  uint8 ``(max_calls * crop_max_frames, H, W, 3)``: frames the last turn's crops
+                     returned when ``subagent="frames"`` (zeros otherwise), with ``crop_mask`` and
+                     ``crop_timestamps``
+    ``text``         the conversation as text (``Text`` space over printable ASCII; other
+                     characters become ``?``; the tail is kept if it grows past ``MAX_TEXT``)
+    ``info["messages"]`` holds the same conversation as chat messages with image entries.
+
+Action: the agent's text for one turn (``str``). With a ``think_prefix`` (default
+``"<think>\\n"``) the prefix counts as already written: pass the continuation; an action that
+already starts with the prefix is not prefixed twice.
+
+Reward: 0 until the episode ends, then ``R = R_acc + w_fmt * R_fmt + R_tool`` scored by
+:func:`paravt_env.rewards.score` on the full trajectory (prefix and tool responses included).
+Each term is in ``info["reward_components"]``.
+
+Termination: on an answer, or on a turn with neither an answer nor a tool call (unparseable).
+Truncation: after ``max_turns`` turns without an answer.
+
+Keyword arguments:
+    source: ``None``/``"synthetic"`` for the procedural world, or a JSONL/parquet question file.
+    split, world_seed, dataset_size, duration: which synthetic episodes (see ``SyntheticDataset``).
+    frame_budget: K, the number of overview frames (ignored when ``nframes_gating``).
+    nframes_gating: draw K per reset from ``gating_budgets`` = (4, 8, 16, 32, 64), a function of
+        the reset seed only.
+    dispatch: ``"parallel"`` (up to ``max_calls_per_turn`` crops per turn) or ``"sequential"``
+        (one crop per turn; extra calls are answered with an error).
+    max_turns: assistant turns per episode (3). max_calls_per_turn: 5.
+    subagent: ``"oracle"`` (a truthful text summary of what the crop's frames show),
+        ``"frames"`` (the crop's frames come back as images, LongVT style), or a callable
+        ``f(frames: Frames, question: str) -> str`` (e.g. an LMM playing the sub-agent).
+    think_prefix: text prefilled at the start of every assistant turn (``None`` for none).
+    frame_size: (height, width) of every frame. crop_fps, crop_max_frames: crop sampling.
+    reward_config: a :class:`~paravt_env.rewards.RewardConfig`.
+    render_mode: ``None`` or ``"rgb_array"`` (a timeline picture of the episode).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .parsing import TOOL_NAME, ToolCall, parse_turn
+from .rewards import RewardConfig, score
+from .sources import Episode, Frames, VideoError, load_dataset
+
+GATING_BUDGETS = (4, 8, 16, 32, 64)
+CHARSET = frozenset(string.printable)
+MAX_TEXT = 65536
+MAX_ACTION_CHARS = 16384
+MAX_NUMBER_CHARS = 32  # a numeric string longer than this is not a timestamp
+
+SYSTEM_PROMPT = """You answer questions about a long video. You see {k} frames sampled uniformly over the \
+whole video, each preceded by its timestamp. To look closer, call the tool crop_video, which returns \
+what a window of the video shows (sampled at 1 frame per second, at most {max_frames} frames):
+<tool_call>{{"name": "crop_video", "arguments": {{"start_time": <seconds>, "end_time": <seconds>}}}}</tool_call>
+{dispatch_rule}
+Always think first inside <think>...</think>. When you know the answer, reply \
+<think>...</think><answer>...</answer>. For multiple choice, answer with the option letter."""
+
+DISPATCH_RULES = {
+    "parallel": "You may call crop_video up to {max_calls} times in one turn; the calls run in parallel. "
+                "You have at most {max_turns} turns.",
+    "sequential": "Call crop_video at most once per turn. You have at most {max_turns} turns.",
+}
+
+
+def sanitize(text: str) -> str:
+    """Map characters outside the observation charset to '?' so the obs stays in its space."""
+    return "".join(c if c in CHARSET else "?" for c in text)
+
+
+@dataclass
+class CropResult:
+    """One tool call's fate: a window that ran, or an error the agent reads in-band."""
+
+    call: ToolCall
+    window: tuple[float, float] | None = None
+    frames: Frames | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number of seconds, got a boolean")
+    if isinstance(value, (int, float)):
+        x = float(value)
+    elif isinstance(value, str) and len(value) <= MAX_NUMBER_CHARS:
+        text = value.strip().removesuffix("s").strip()
+        try:
+            if ":" in text:  # mm:ss or hh:mm:ss
+                x = 0.0
+                for part in text.split(":"):
+                    x = x * 60 + float(part)
+            else:
+                x = float(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+    else:
+        shown = repr(value)[:40]
+        raise ValueError(f"{name} must be a number of seconds, got {shown}")
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return x
+
+
+class ParaVTLongVideoEnv(gym.Env):
+    __doc__ = __doc__
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
+
+    def __init__(self, source: str | None = None, split: str = "train", world_seed: int = 0,
+                 dataset_size: int = 6000, duration: float | None = None, frame_budget: int = 64,
+                 nframes_gating: bool = False, gating_budgets: tuple[int, ...] = GATING_BUDGETS,
+                 dispatch: str = "parallel", max_turns: int = 3, max_calls_per_turn: int = 5,
+                 subagent: str | Callable[[Frames, str], str] = "oracle",
+                 think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
+                 crop_fps: float = 1.0, crop_max_frames: int = 16,
+                 reward_config: RewardConfig | None = None, render_mode: str | None = None,
+                 dataset=None):
+        if dispatch not in DISPATCH_RULES:
+            raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
+        if not (subagent in ("oracle", "frames") or callable(subagent)):
+            raise ValueError(f"subagent must be 'oracle', 'frames' or a callable, got {subagent!r}")
+        budgets = tuple(int(k) for k in gating_budgets) if nframes_gating else (int(frame_budget),)
+        if not budgets or any(not 1 <= k <= 512 for k in budgets):
+            raise ValueError(f"frame budgets must be in 1..512, got {budgets}")
+        if not 1 <= max_turns <= 32 or not 1 <= max_calls_per_turn <= 16:
+            raise ValueError("max_turns must be in 1..32 and max_calls_per_turn in 1..16")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.dataset = dataset if dataset is not None else load_dataset(
+            source, split=split, seed=world_seed,
+            **({"size": dataset_size, "duration": duration} if source in (None, "synthetic") else {}))
+        self.budgets, self.nframes_gating = budgets, nframes_gating
+        self.dispatch, self.max_turns, self.max_calls = dispatch, max_turns, max_calls_per_turn
+        self.subagent, self.think_prefix = subagent, think_prefix or ""
+        self.frame_size = (int(frame_size[0]), int(frame_size[1]))
+        self.crop_fps, self.crop_max_frames = float(crop_fps), int(crop_max_frames)
+        self.reward_config = reward_config or RewardConfig()
+        self.render_mode = render_mode
+
+        h, w = self.frame_size
+        k_max, c_max = max(budgets), self.max_calls * self.crop_max_frames
+        self.observation_space = spaces.Dict({
+            "frames": spaces.Box(0, 255, (k_max, h, w, 3), np.uint8),
+            "frame_mask": spaces.Box(0, 1, (k_max,), np.int8),
+            "timestamps": spaces.Box(0.0, np.inf, (k_max,), np.float32),
+            "crop_frames": spaces.Box(0, 255, (c_max, h, w, 3), np.uint8),
+            "crop_mask": spaces.Box(0, 1, (c_max,), np.int8),
+            "crop_timestamps": spaces.Box(0.0, np.inf, (c_max,), np.float32),
+            "text": spaces.Text(MAX_TEXT, charset="".join(sorted(CHARSET))),
+        })
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, charset="".join(sorted(CHARSET)))
+        self._pool: ThreadPoolExecutor | None = None
+        self.episode: Episode | None = None
+
+    # ---- episode lifecycle -----------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode. ``options`` may pin ``episode_index`` and/or ``frame_budget``."""
+        super().reset(seed=seed)
+        options = options or {}
+        index = options.get("episode_index")
+        if index is None:
+            index = int(self.np_random.integers(len(self.dataset)))
+        if not 0 <= int(index) < len(self.dataset):
+            raise ValueError(f"episode_index {index} outside 0..{len(self.dataset) - 1}")
+        k = options.get("frame_budget")
+        if k is None:
+            k = self.budgets[int(self.np_random.integers(len(self.budgets)))]
+        if int(k) not in self.budgets:
+            raise ValueError(f"frame_budget {k} not among this env's budgets {self.budgets}")
+        self.episode = self.dataset[int(index)]
+        self.episode_index, self.k = int(index), int(k)
+        self.overview = self.episode.source.overview(self.k, self.frame_size)
+        self.turn = 0
+        self.done = False
+        self.trajectory = ""  # every assistant turn (prefix included) and tool response, in order
+        self.num_tool_calls = 0
+        self.executed_windows: list[tuple[float, float]] = []
+        self.last_crops: list[CropResult] = []
+        self.last_reward_info: dict = {}
+        self.messages = self._initial_messages()
+        return self._observation(), self._info()
+
+    def _initial_messages(self) -> list[dict]:
+        q = self.episode.question
+        system = SYSTEM_PROMPT.format(
+            k=self.k, max_frames=self.crop_max_frames,
+            dispatch_rule=DISPATCH_RULES[self.dispatch].format(max_calls=self.max_calls, max_turns=self.max_turns))
+        content: list[dict] = []
+        for img, t in zip(self.overview.images, self.overview.timestamps):
+            content.append({"type": "text", "text": f"<{t:.1f} seconds>"})
+            content.append({"type": "image", "image": img})
+        content.append({"type": "text", "text": f"The video lasts {self.episode.source.duration:.1f} seconds.\n"
+                                                f"Question: {q.prompt()}"})
+        return [{"role": "system", "content": system}, {"role": "user", "content": content}]
+
+    def step(self, action):
+        if self.episode is None or self.done:
+            raise RuntimeError("call reset() before step(), and again after the episode ends")
+        text, notes = self._coerce_action(action)
+        if self.think_prefix and not text.startswith(self.think_prefix):
+            text = self.think_prefix + text
+        self.turn += 1
+        self.trajectory += text
+        self.messages.append({"role": "assistant", "content": text})
+        parsed = parse_turn(text)
+        calls = list(parsed.tool_calls)
+        self.last_crops = []
+
+        if parsed.answer is not None or not calls or self.turn >= self.max_turns:
+            terminated = parsed.answer is not None or not calls
+            return self._finish(parsed, notes, terminated=terminated, truncated=not terminated)
+
+        results = self.run_calls(calls)
+        self.deliver(results, self.summarize(results))
+        return self._observation(), 0.0, False, False, self._info(parse=parsed, notes=notes)
+
+    def _coerce_action(self, action) -> tuple[str, list[str]]:
+        notes = []
+        if isinstance(action, bytes):
+            action = action.decode("utf-8", errors="replace")
+        elif not isinstance(action, str):
+            notes.append(f"action of type {type(action).__name__} converted to text")
+            action = str(action)
+        if len(action) > MAX_ACTION_CHARS:
+            notes.append(f"action truncated from {len(action)} to {MAX_ACTION_CHARS} characters")
+            action = action[:MAX_ACTION_CHARS]
+        return action, notes
+
+    def _finish(self, parsed, notes, terminated: bool, truncated: bool):
+        q = self.episode.question
+        breakdown = score(self.trajectory, ground_truth=q.answer, answer_type=q.answer_type,
+                          options=q.options, tool_executed=bool(self.executed_windows),
+                          config=self.reward_config)
+        self.done = True
+        self.last_reward_info = {
+            "reward_components": dict(breakdown.components, accuracy=breakdown.accuracy,
+                                      format=breakdown.format, tool=breakdown.tool),
+            "format_reward": breakdown.format,
+            "correct": breakdown.correct,
+            "answer": parsed.answer,
+        }
+        return (self._observation(), float(breakdown.total), terminated, truncated,
+                self._info(parse=parsed, notes=notes))
+
+    # ---- tools ---------------------------------------------------------------------------------
+    def run_calls(self, calls: list[ToolCall]) -> list[CropResult]:
+        """Validate every call, then crop the valid ones concurrently; results in call order."""
+        self.num_tool_calls += sum(c.name is not None for c in calls)
+        results = [self._validate(c) for c in calls]
+        allowed = 1 if self.dispatch == "sequential" else self.max_calls
+        for i, r in enumerate(results):
+            if i >= allowed and r.ok:
+                r.error = ("sequential dispatch runs one call per turn; this call was not run"
+                           if self.dispatch == "sequential"
+                           else f"at most {self.max_calls} calls per turn; this call was not run")
+        todo = [r for r in results if r.ok]
+        if todo:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.max_calls, thread_name_prefix="crop")
+            futures = [self._pool.submit(self._crop, r.window) for r in todo]
+            for r, fut in zip(todo, futures):
+                try:
+                    r.frames = fut.result()
+                except VideoError as exc:
+                    r.error = str(exc)
+        for r in results:
+            if r.ok:
+                self.executed_windows.append(r.window)
+        return results
+
+    def _crop(self, window: tuple[float, float]) -> Frames:
+        return self.episode.source.crop(window[0], window[1], self.crop_fps, self.crop_max_frames,
+                                        self.frame_size)
+
+    def _validate(self, call: ToolCall) -> CropResult:
+        r = CropResult(call)
+        if call.error is not None or call.name is None:
+            r.error = call.error or "unparseable tool call"
+        elif call.name != TOOL_NAME:
+            r.error = f"unknown tool {str(call.name)[:40]!r}; the only tool is {TOOL_NAME}"
+        elif not isinstance(call.arguments, dict):
+            r.error = "arguments must be an object"
+        else:
+            args = call.arguments
+            missing = [k for k in ("start_time", "end_time") if k not in args]
+            if missing:
+                r.error = f"missing argument(s): {', '.join(missing)}"
+                return r
+            try:
+                start, end = _number(args["start_time"], "start_time"), _number(args["end_time"], "end_time")
+            except ValueError as exc:
+                r.error = str(exc)
+                return r
+            if start >= end:
+                r.error = f"start_time ({start:g}) must be before end_time ({end:g})"
+                return r
+            duration = self.episode.source.duration
+            lo, hi = max(0.0, start), min(duration, end)
+            if lo >= hi:
+                r.error = f"window [{start:g}, {end:g}] s lies outside the video (0 to {duration:.1f} s)"
+                return r
+            if (lo, hi) != (start, end):
+                r.notes.append(f"window clamped to the video: [{lo:.1f}, {hi:.1f}] s")
+            extra = sorted(set(args) - {"start_time", "end_time", "video_path"})
+            if extra:
+                r.notes.append(f"ignored argument(s): {', '.join(str(e)[:20] for e in extra[:5])}")
+            r.window = (lo, hi)
+        return r
+
+    def summarize(self, results: list[CropResult]) -> list[str]:
+        """The sub-agent's text for each successful crop (the built-in sub-agents)."""
+        question = self.episode.question.prompt()
+        out = []
+        for r in results:
+            if not r.ok:
+                out.append("")
+            elif self.subagent == "oracle":
+                out.append(self.episode.source.caption(r.frames.timestamps)
+                           or "No caption is available for this video source.")
+            elif self.subagent == "frames":
+                out.append("")
+            else:
+                try:
+                    out.append(str(self.subagent(r.frames, question)))
+                except Exception as exc:  # a faulty sub-agent must not crash the episode
+                    out.append(f"(sub-agent failed: {type(exc).__name__})")
+        return out
+
+    def deliver(self, results: list[CropResult], summaries: list[str]) -> None:
+        """Append the tool responses, in call order, to the trajectory and the messages."""
+        text_parts, content = [], []
+        for r, summary in zip(results, summaries):
+            if r.ok:
+                a, b = r.window
+                head = f"crop_video {a:.1f}-{b:.1f} s ({len(r.frames.timestamps)} frames)"
+                head += "".join(f" [{n}]" for n in r.notes)
+                body = f"{head}: {summary}" if summary else f"{head}:"
+            else:
+                body = f"Error: {r.error}"
+            text = f"<tool_response>\n{body}\n</tool_response>\n"
+            text_parts.append(text)
+            if r.ok and self.subagent == "frames":
+                content.append({"type": "text", "text": f"<tool_response>\n{body}\n"})
+                for img, t in zip(r.frames.images, r.frames.timestamps):
+                    content.append({"type": "text", "text": f"<{t:.1f} seconds>"})
+                    content.append({"type": "image", "image": img})
+                content.append({"type": "text", "text": "\n</tool_response>\n"})
+            else:
+                content.append({"type": "text", "text": text})
+        self.last_crops = results
+        self.trajectory += "".join(text_parts)
+        self.messages.append({"role": "user", "content": content})
+
+    # ---- observation -------------------------------------------------------------------------
+    def conversation_text(self) -> str:
+        parts = []
+        for m in self.messages:
+            c = m["content"]
+            body = c if isinstance(c, str) else "".join(
+                p["text"] if p["type"] == "text" else "<image>" for p in c)
+            parts.append(f"<|{m['role']}|>\n{body}\n")
+        return "".join(parts)
+
+    def _observation(self) -> dict:
+        space = self.observation_space
+        k_max = space["frames"].shape[0]
+        frames = np.zeros(space["frames"].shape, np.uint8)
+        mask = np.zeros(k_max, np.int8)
+        stamps = np.zeros(k_max, np.float32)
+        frames[: self.k] = self.overview.images
+        mask[: self.k] = 1
+        stamps[: self.k] = self.overview.timestamps
+        crop_frames = np.zeros(space["crop_frames"].shape, np.uint8)
+        crop_mask = np.zeros(space["crop_mask"].shape, np.int8)
+        crop_stamps = np.zeros(space["crop_timestamps"].shape, np.float32)
+        if self.subagent == "frames":
+            i = 0
+            for r in self.last_crops:
+                if r.ok:
+                    n = len(r.frames.timestamps)
+                    crop_frames[i:i + n] = r.frames.images
+                    crop_stamps[i:i + n] = r.frames.timestamps
+                    crop_mask[i:i + n] = 1
+                    i += n
+        text = sanitize(self.conversation_text())
+        if len(text) > MAX_TEXT:
+            text = text[-MAX_TEXT:]
+        return {"frames": frames, "frame_mask": mask, "timestamps": stamps, "crop_frames": crop_frames,
+                "crop_mask": crop_mask, "crop_timestamps": crop_stamps, "text": text}
+
+    def _info(self, parse=None, notes=()) -> dict:
+        q = self.episode.question
+        info = {
+            "messages": self.messages,
+            "question_id": q.id,
+            "family": q.family,
+            "answer_type": q.answer_type,
+            "frame_budget": self.k,
+            "episode_index": self.episode_index,
+            "turn": self.turn,
+            "num_tool_calls": self.num_tool_calls,
+            "tool_windows": list(self.executed_windows),
+            "video_duration": self.episode.source.duration,
+            "notes": list(notes),
+        }
+        if parse is not None:
+            info["parse"] = {
+                "think_closed": parse.think_closed, "answer": parse.answer,
+                "num_tool_calls": len(parse.tool_calls),
+                "tool_call_errors": [c.error for c in parse.tool_calls if c.error],
+                "tool_errors": [r.error for r in self.last_crops if not r.ok],
+                "tags_balanced": parse.tags_balanced, "errors": list(parse.errors),
+            }
+        info.update(self.last_reward_info)
+        return info
+
+    # ---- rendering ------------------------------------------------------------------------------
+    def render(self):
+        if self.render_mode != "rgb_array" or self.episode is None:
+            return None
+        from .render import draw_timeline
+
+        return draw_timeline(self)
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
