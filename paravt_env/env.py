@@ -49,6 +49,7 @@ Keyword arguments:
 from __future__ import annotations
 
 import math
+import re
 import string
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,7 +66,9 @@ from .sources import Episode, Frames, VideoError, load_dataset
 GATING_BUDGETS = (4, 8, 16, 32, 64)
 CHARSET = frozenset(string.printable)
 MAX_TEXT = 65536
+MAX_SECONDS = 48 * 3600.0  # longest video a source may hold
 MAX_ACTION_CHARS = 16384
+MAX_SUMMARY_CHARS = 2048  # the paper cuts tool responses at 512 tokens
 MAX_NUMBER_CHARS = 32  # a numeric string longer than this is not a timestamp
 
 SYSTEM_PROMPT = """You answer questions about a long video. You see {k} frames sampled uniformly over the \
@@ -81,6 +84,14 @@ DISPATCH_RULES = {
                 "You have at most {max_turns} turns.",
     "sequential": "Call crop_video at most once per turn. You have at most {max_turns} turns.",
 }
+
+
+_STRUCTURAL_TAG = re.compile(r"</?(think|answer|tool_call|tool_code|tool_response)>")
+
+
+def neutralize_tags(text: str) -> str:
+    """Sub-agent text must not forge structure (an ``<answer>`` inside a tool response)."""
+    return _STRUCTURAL_TAG.sub(lambda m: m.group(0).replace("<", "[").replace(">", "]"), text)
 
 
 def sanitize(text: str) -> str:
@@ -167,10 +178,10 @@ class ParaVTLongVideoEnv(gym.Env):
         self.observation_space = spaces.Dict({
             "frames": spaces.Box(0, 255, (k_max, h, w, 3), np.uint8),
             "frame_mask": spaces.Box(0, 1, (k_max,), np.int8),
-            "timestamps": spaces.Box(0.0, np.inf, (k_max,), np.float32),
+            "timestamps": spaces.Box(0.0, MAX_SECONDS, (k_max,), np.float32),
             "crop_frames": spaces.Box(0, 255, (c_max, h, w, 3), np.uint8),
             "crop_mask": spaces.Box(0, 1, (c_max,), np.int8),
-            "crop_timestamps": spaces.Box(0.0, np.inf, (c_max,), np.float32),
+            "crop_timestamps": spaces.Box(0.0, MAX_SECONDS, (c_max,), np.float32),
             "text": spaces.Text(MAX_TEXT, charset="".join(sorted(CHARSET))),
         })
         self.action_space = spaces.Text(MAX_ACTION_CHARS, charset="".join(sorted(CHARSET)))
@@ -219,6 +230,20 @@ class ParaVTLongVideoEnv(gym.Env):
         return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
     def step(self, action):
+        finished, parsed, notes, results = self.begin_turn(action)
+        if finished is not None:
+            return finished
+        self.deliver(results, self.summarize(results))
+        return self._observation(), 0.0, False, False, self._info(parse=parsed, notes=notes)
+
+    def begin_turn(self, action):
+        """Record and parse one assistant turn; end the episode or run its crops.
+
+        Returns ``(step_result, parsed, notes, crop_results)``: ``step_result`` is the final
+        ``step`` tuple when the episode ended, else ``None`` and the crops await sub-agent
+        summaries (:meth:`summarize` or, in the PettingZoo twin, the sub-agents) and
+        :meth:`deliver`.
+        """
         if self.episode is None or self.done:
             raise RuntimeError("call reset() before step(), and again after the episode ends")
         text, notes = self._coerce_action(action)
@@ -230,14 +255,10 @@ class ParaVTLongVideoEnv(gym.Env):
         parsed = parse_turn(text)
         calls = list(parsed.tool_calls)
         self.last_crops = []
-
         if parsed.answer is not None or not calls or self.turn >= self.max_turns:
             terminated = parsed.answer is not None or not calls
-            return self._finish(parsed, notes, terminated=terminated, truncated=not terminated)
-
-        results = self.run_calls(calls)
-        self.deliver(results, self.summarize(results))
-        return self._observation(), 0.0, False, False, self._info(parse=parsed, notes=notes)
+            return self._finish(parsed, notes, terminated=terminated, truncated=not terminated), parsed, notes, []
+        return None, parsed, notes, self.run_calls(calls)
 
     def _coerce_action(self, action) -> tuple[str, list[str]]:
         notes = []
@@ -359,7 +380,7 @@ class ParaVTLongVideoEnv(gym.Env):
                 a, b = r.window
                 head = f"crop_video {a:.1f}-{b:.1f} s ({len(r.frames.timestamps)} frames)"
                 head += "".join(f" [{n}]" for n in r.notes)
-                body = f"{head}: {summary}" if summary else f"{head}:"
+                body = f"{head}: {neutralize_tags(summary[:MAX_SUMMARY_CHARS])}" if summary else f"{head}:"
             else:
                 body = f"Error: {r.error}"
             text = f"<tool_response>\n{body}\n</tool_response>\n"

@@ -38,6 +38,7 @@ import ast
 import json
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = [
     "TOOL_NAME",
@@ -63,6 +64,10 @@ class _Errors(list):
 
     dropped = 0
 
+    @property
+    def full(self) -> bool:
+        return len(self) >= MAX_ERRORS
+
     def append(self, msg: str) -> None:
         if len(self) < MAX_ERRORS:
             super().append(msg)
@@ -82,9 +87,8 @@ _POSITIONAL = {2: ("start_time", "end_time"), 3: ("video_path", "start_time", "e
 _LITERAL_TYPES = (int, float, str, bool, type(None))
 
 
-@dataclass(frozen=True)
-class Block:
-    """One tag block found in the text.
+class Block(NamedTuple):
+    """One tag block found in the text (a NamedTuple: cheap to build by the 100k).
 
     ``start`` is the index of the opening tag; ``end`` the index just past the closing tag
     (closed) or the end of the body (unclosed).  ``body`` is the raw text between the tags.
@@ -339,7 +343,10 @@ def parse_turn(text: str) -> ParsedTurn:
         body_end = tokens[i + 1][0] if i + 1 < n_tok else len(text)
         if tag not in unclosed:
             unclosed.append(tag)
-        errors.append(f"unclosed <{tag}> at char {pos}")
+        if errors.full:
+            errors.dropped += 1
+        else:
+            errors.append(f"unclosed <{tag}> at char {pos}")
         return Block(tag, text[end:body_end], pos, body_end, False)
 
     for i, (pos, end, is_close, tag) in enumerate(tokens):
