@@ -182,9 +182,9 @@ class ParaVTLongVideoEnv(gym.Env):
             "crop_frames": spaces.Box(0, 255, (c_max, h, w, 3), np.uint8),
             "crop_mask": spaces.Box(0, 1, (c_max,), np.int8),
             "crop_timestamps": spaces.Box(0.0, MAX_SECONDS, (c_max,), np.float32),
-            "text": spaces.Text(MAX_TEXT, charset="".join(sorted(CHARSET))),
+            "text": spaces.Text(MAX_TEXT, min_length=0, charset="".join(sorted(CHARSET))),
         })
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, charset="".join(sorted(CHARSET)))
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
         self._pool: ThreadPoolExecutor | None = None
         self.episode: Episode | None = None
 

@@ -53,10 +53,10 @@ class ParaVTParallelEnv(ParallelEnv):
                 "frame_mask": spaces.Box(0, 1, (m,), np.int8),
                 "timestamps": spaces.Box(0.0, MAX_SECONDS, (m,), np.float32),
                 "active": spaces.Box(0, 1, (), np.int8),
-                "text": spaces.Text(MAX_TEXT, charset=charset),
+                "text": spaces.Text(MAX_TEXT, min_length=0, charset=charset),
             }),
         }
-        self._action_space = spaces.Text(MAX_ACTION_CHARS, charset=charset)
+        self._action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=charset)
 
     @functools.lru_cache(maxsize=None)
     def observation_space(self, agent):
@@ -117,7 +117,7 @@ class ParaVTParallelEnv(ParallelEnv):
         self._main_info = self.env._info()
 
     def _observations(self):
-        obs = {"main": dict(self._main_obs, active=np.int8(self.phase == "main"))}
+        obs = {"main": dict(self._main_obs, active=np.array(self.phase == "main", np.int8))}
         active = dict(self.pending)
         question = self.env.episode.question.prompt()
         space = self._spaces["sub"]
@@ -133,7 +133,7 @@ class ParaVTParallelEnv(ParallelEnv):
                 frames[:n], mask[:n], stamps[:n] = r.frames.images, 1, r.frames.timestamps
                 text = sanitize(SUBAGENT_PROMPT.format(a=r.window[0], b=r.window[1], question=question))
             obs[name] = {"frames": frames, "frame_mask": mask, "timestamps": stamps,
-                         "active": np.int8(r is not None), "text": text[:MAX_TEXT]}
+                         "active": np.array(r is not None, np.int8), "text": text[:MAX_TEXT]}
         return obs
 
     def _infos(self):

@@ -44,6 +44,7 @@ __all__ = [
     "TOOL_NAME",
     "MAX_CALL_CHARS",
     "MAX_TOOL_CALLS",
+    "MAX_TAGS",
     "KNOWN_TAGS",
     "Block",
     "ToolCall",
@@ -57,6 +58,7 @@ TOOL_NAME = "crop_video"
 MAX_CALL_CHARS = 10_000     # longest tool-call body we attempt to parse
 MAX_TOOL_CALLS = 64         # call bodies parsed per text; later ones get an error
 MAX_ERRORS = 50             # error messages kept per text
+MAX_TAGS = 10_000           # tags scanned per text; the rest is ignored (and flagged)
 
 
 class _Errors(list):
@@ -77,9 +79,9 @@ class _Errors(list):
     def final(self) -> tuple[str, ...]:
         return tuple(self) + ((f"... {self.dropped} more errors",) if self.dropped else ())
 
+
 # Tag pairs that count for ``tags_balanced`` (tool_response is environment text).
 KNOWN_TAGS = ("think", "tool_call", "tool_code", "answer")
-_ALL_TAGS = KNOWN_TAGS + ("tool_response",)
 _TAG_RE = re.compile(r"<(/?)(think|tool_call|tool_code|answer|tool_response)>")
 
 # Positional argument layouts for the Python-call form.
@@ -282,9 +284,10 @@ def parse_python_call(raw: str) -> ToolCall:
 # ---------------------------------------------------------------------------
 
 def _scan(text: str):
-    """Return (tokens, response_blocks, errors).
+    """Return (tokens, response_blocks, errors, truncated_message_or_None).
 
     tokens: list of (pos, end, is_close, tag) for tags outside closed tool_response blocks.
+    Only the first MAX_TAGS tags are looked at (real trajectories have a few dozen).
     """
     tokens = []
     responses: list[Block] = []
@@ -292,7 +295,11 @@ def _scan(text: str):
     it = _TAG_RE.finditer(text)
     pending_resp = None  # (start, body_start) of an open <tool_response>
     resp_tokens: list = []  # tokens seen since the open <tool_response>
-    for m in it:
+    truncated = None  # message when the tag limit was hit
+    for n, m in enumerate(it):
+        if n >= MAX_TAGS:
+            truncated = f"more than {MAX_TAGS} tags; tags from char {m.start()} on are ignored"
+            break
         is_close = m.group(1) == "/"
         tag = m.group(2)
         tok = (m.start(), m.end(), is_close, tag)
@@ -320,14 +327,14 @@ def _scan(text: str):
                     errors.append(f"stray </tool_response> at char {tok[0]}")
                 continue  # a second, also-unclosed <tool_response>
             tokens.append(tok)
-    return tokens, responses, errors
+    return tokens, responses, errors, truncated
 
 
 def parse_turn(text: str) -> ParsedTurn:
     """Parse one assistant turn or a whole trajectory. Never raises on any ``str``."""
     if not isinstance(text, str):
         text = ""
-    tokens, responses, errors = _scan(text)
+    tokens, responses, errors, truncated = _scan(text)
     n_tok = len(tokens)
 
     blocks: list[Block] = []
@@ -372,7 +379,8 @@ def parse_turn(text: str) -> ParsedTurn:
             blocks.append(_unclosed_block(open_at[tag]))
     blocks.sort(key=lambda b: b.start)
 
-    tags_balanced = all(opens[t] == closes[t] and not went_negative[t] for t in KNOWN_TAGS)
+    tags_balanced = truncated is None and all(
+        opens[t] == closes[t] and not went_negative[t] for t in KNOWN_TAGS)
 
     # --- tool calls, textual order, both syntaxes ---
     tool_calls: list[ToolCall] = []
@@ -415,7 +423,7 @@ def parse_turn(text: str) -> ParsedTurn:
         answer_closed=bool(closed_answers),
         think_before_first_tool=think_before_first_tool,
         tags_balanced=tags_balanced,
-        errors=errors.final(),
+        errors=((truncated,) if truncated else ()) + errors.final(),
         think_unclosed=any(not b.closed for b in think_blocks),
         think_then_answer=think_then_answer,
         thinks=tuple(b.body for b in closed_thinks),
