@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +28,14 @@ def write_video(video: SyntheticVideo, path: Path, fps: float = 2.0, size=(240, 
     import av
 
     h, w = check_size(size)
+    if h % 2 or w % 2:
+        raise ValueError(f"frame size {h}x{w}: yuv420p needs an even height and width")
+    if not (math.isfinite(fps) and 0 < fps <= 30):
+        raise ValueError(f"fps must be in (0, 30], got {fps!r}")
     n = int(np.floor(video.duration * fps))
     with av.open(str(path), "w") as container:
-        stream = container.add_stream(codec, rate=int(round(fps)) if float(fps).is_integer() else fps)
+        # PyAV needs an int or a Fraction: a float rate such as 2.5 fails inside add_stream
+        stream = container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
         stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
         if codec == "libx264":
             stream.options = {"crf": "18", "preset": "veryfast"}
@@ -80,6 +87,14 @@ def main(argv=None) -> None:
         p.error("--n must be at least 1")
     if not 0 < a.fps <= 30:
         p.error("--fps must be in (0, 30]")
+    if a.duration is not None and not (math.isfinite(a.duration) and 30 <= a.duration <= 48 * 3600):
+        p.error("--duration must be in [30, 172800] seconds")
+    try:
+        check_size((a.height, a.width))
+    except ValueError as exc:
+        p.error(f"--height/--width: {exc}")
+    if a.height % 2 or a.width % 2:
+        p.error("--height and --width must be even (yuv420p)")
     path = export(a.out, a.n, a.seed, a.split, a.fps, (a.height, a.width), a.duration, a.codec)
     print(f"wrote {path}")
 

@@ -25,6 +25,7 @@ from .world import SyntheticVideo, check_size, uniform_timestamps
 
 MAX_OVERVIEW_FRAMES = 512
 MAX_CROP_FRAMES = 64
+_PYAV_MAX_FORWARD = 64  # frames: decode on rather than seek when the next wanted frame is this close
 SPLITS = ("train", "validation", "test")
 
 
@@ -63,7 +64,11 @@ class VideoSource:
     def crop_timestamps(self, start: float, end: float, fps: float = 1.0,
                         max_frames: int = 16) -> np.ndarray:
         """Timestamps a crop samples: ``fps`` over the window, at most ``max_frames``, at least 1."""
-        start, end, fps = float(start), float(end), float(fps)
+        try:
+            start, end, fps = float(start), float(end), float(fps)
+        except (TypeError, ValueError):
+            raise VideoError(f"{self.name}: crop window and fps must be numbers, got "
+                             f"{start!r}, {end!r}, {fps!r}") from None
         if not all(map(math.isfinite, (start, end, fps))):
             raise VideoError(f"{self.name}: crop window and fps must be finite numbers")
         if not 0.0 <= start < end <= self.duration + 1e-6:
@@ -168,37 +173,60 @@ class FileVideoSource(VideoSource):
                 else:
                     n = int(float(container.duration or 0) / 1e6 * fps)
                 next(container.decode(video=0))  # fails here on a corrupt stream
-            if n < 1 or fps <= 0:
-                raise RuntimeError(f"no frames or bad frame rate ({n} frames, {fps} fps)")
+                if n < 1 or fps <= 0:
+                    raise RuntimeError(f"no frames or bad frame rate ({n} frames, {fps} fps)")
+                # a truncated file fails here, not in the middle of an episode: decode the tail
+                container.seek(int((n - 1) / fps / stream.time_base), stream=stream, backward=True)
+                k = -1
+                for frame in container.decode(stream):
+                    if frame.pts is not None:
+                        k = max(k, int(round(float(frame.pts * stream.time_base) * fps)))
+                if k < 0:
+                    raise RuntimeError("cannot decode the end of the video (truncated?)")
+                if k < n - 1:
+                    if stream.frames:  # the header's exact count: the data stops short
+                        raise RuntimeError(f"truncated: frames end at {k + 1} of {n}")
+                    n = k + 1  # n was estimated from the duration
             self._reader, self.num_frames, self.fps = None, n, fps
         self.duration = self.num_frames / self.fps
 
     def _decode_pyav(self, idx: np.ndarray) -> np.ndarray:
-        """Seek to the keyframe before each wanted frame and decode forward: memory stays
-        bounded by one GOP whatever the video's length."""
+        """Seek to the keyframe before a wanted frame and decode forward; a wanted frame at
+        most ``_PYAV_MAX_FORWARD`` frames ahead is reached by decoding on, not by seeking
+        again (a crop's frames share a GOP). Memory stays bounded by one GOP."""
         import av
 
         out: dict[int, np.ndarray] = {}
         with av.open(str(self.path)) as container:
             stream = container.streams.video[0]
+            decoded, k, last, last_array = None, -1, None, None
             for want in sorted(set(idx.tolist())):
-                if want in out:
-                    continue
-                container.seek(int(want / self.fps / stream.time_base), stream=stream, backward=True)
-                last = None
-                for frame in container.decode(stream):
-                    k = int(round(float(frame.pts * stream.time_base) * self.fps)) if frame.pts is not None else want
-                    last = frame
-                    if k >= want:
-                        break
+                if decoded is None or want - k > _PYAV_MAX_FORWARD:
+                    container.seek(int(want / self.fps / stream.time_base), stream=stream, backward=True)
+                    decoded, k, last, last_array = container.decode(stream), -1, None, None
+                if last is None or k < want:
+                    for frame in decoded:
+                        k = int(round(float(frame.pts * stream.time_base) * self.fps)) if frame.pts is not None else want
+                        last, last_array = frame, None
+                        if k >= want:
+                            break
                 if last is None:
                     raise VideoError(f"{self.path}: cannot decode frame {want}")
-                out[want] = last.to_ndarray(format="rgb24")
+                if last_array is None:
+                    last_array = last.to_ndarray(format="rgb24")
+                out[want] = last_array
         return np.stack([out[i] for i in idx.tolist()])
 
     def frames_at(self, times, size=(64, 64)):
+        size = check_size(size)
         t = np.asarray(times, dtype=np.float64).reshape(-1)
-        idx = np.clip(np.floor(t * self.fps).astype(np.int64), 0, self.num_frames - 1)
+        if not np.all(np.isfinite(t)):
+            raise VideoError(f"{self.path}: frame times must be finite")
+        if len(t) == 0:
+            return np.zeros((0, *size, 3), np.uint8)
+        # frame i shows [i / fps, (i + 1) / fps); the epsilon keeps t = i / fps on frame i
+        # despite rounding (floor(61 / 7 * 7) == 60)
+        idx = np.clip(np.floor(t * self.fps + 1e-6).astype(np.int64), 0, self.num_frames - 1)
         with self._lock:
             if self.backend == "decord":
                 frames = self._reader.get_batch(idx.tolist()).asnumpy()
@@ -282,8 +310,8 @@ def _question_from_row(row: dict, where: str) -> tuple[str, Question]:
         evidence = tuple((float(a), float(b)) for a, b in evidence)
     except (TypeError, ValueError):
         raise _row_error(where, "field 'evidence' must be a list of [start, end] pairs") from None
-    if not all(math.isfinite(a) and math.isfinite(b) and a <= b for a, b in evidence):
-        raise _row_error(where, "evidence windows must be finite with start <= end")
+    if not all(math.isfinite(a) and math.isfinite(b) and 0.0 <= a <= b for a, b in evidence):
+        raise _row_error(where, "evidence windows must be finite with 0 <= start <= end")
     family = row.get("family") or "unknown"
     if not isinstance(family, str):
         raise _row_error(where, "field 'family' must be a string")
@@ -333,13 +361,16 @@ def _read_rows(path: Path) -> list[tuple[str, dict]]:
         return [(f"{path} row {i}", r) for i, r in enumerate(rows)]
     out = []
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
                 out.append((f"{path}:{lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        except UnicodeDecodeError:
+            raise DatasetError(f"{path}: not UTF-8 text after line {lineno} (is this a JSONL file?)") from None
     return out
 
 
@@ -354,10 +385,12 @@ class FileDataset(Sequence):
         self.path = Path(path)
         self.backend = backend
         self.rows = []
+        self._where = []  # "file:line" of each row, for errors found when its video opens
         for where, row in _read_rows(self.path):
             video, q = _question_from_row(row, where)
             video_path = Path(video) if os.path.isabs(video) else self.path.parent / video
             self.rows.append((video_path, q))
+            self._where.append(where)
         if not self.rows:
             raise DatasetError(f"{self.path}: no questions in file")
         self._cache: dict[Path, FileVideoSource] = {}
@@ -376,7 +409,7 @@ class FileDataset(Sequence):
             self._cache[video_path] = source
         for a, b in q.evidence:
             if b > source.duration + 1.0:
-                raise DatasetError(f"question {q.id!r}: evidence window [{a}, {b}] outside "
+                raise DatasetError(f"{self._where[i]}: question {q.id!r}: evidence window [{a}, {b}] outside "
                                    f"{video_path} ({source.duration:.1f} s)")
         return Episode(source, q)
 

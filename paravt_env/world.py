@@ -239,35 +239,28 @@ class SyntheticVideo:
         hi = np.searchsorted(self._event_starts, end, side="left")
         return [e for e in self.events[lo:hi] if e.end > start and e.start < end]
 
-    def distractors_between(self, start: float, end: float) -> list[Distractor]:
+    def distractors_between(self, start: float, end: float,
+                            timestamps: np.ndarray | None = None) -> list[Distractor]:
+        """Distractors intersecting ``[start, end)``; with ``timestamps`` (sorted), only those
+        visible at one of them. Vectorised over 15 s buckets: cost grows with the window asked
+        for, never with the video."""
         first = max(0, int(math.floor(start / DISTRACTOR_BUCKET)) - 1)
         last = int(math.floor(min(end, self.duration) / DISTRACTOR_BUCKET))
         if last < first:
             return []
         buckets = np.arange(first, last + 1, dtype=np.uint64)
-        out = []
-        for d in self._distractors(buckets):
-            if d is not None and d.end > start and d.start < end:
-                out.append(d)
-        return out
-
-    def _distractors(self, buckets: np.ndarray) -> list[Distractor | None]:
         base = _splitmix64(buckets * np.uint64(8) + np.uint64(self._hash_key))
-        draws = [_unit_floats(_splitmix64(base + np.uint64(j))) for j in range(6)]
-        out: list[Distractor | None] = []
-        for b, present, u_len, u_off, u_shape, u_y, u_x in zip(buckets, *draws):
-            if present >= DISTRACTOR_PROBABILITY:
-                out.append(None)
-                continue
-            length = 1.0 + 3.0 * u_len
-            start = float(b) * DISTRACTOR_BUCKET + u_off * (DISTRACTOR_BUCKET - length)
-            if start >= self.duration:
-                out.append(None)
-                continue
-            out.append(Distractor(round(start, 2), round(min(start + length, self.duration), 2),
-                                  SHAPES[int(u_shape * len(SHAPES))],
-                                  (0.1 + 0.8 * float(u_y), 0.1 + 0.8 * float(u_x))))
-        return out
+        present, u_len, u_off, u_shape, u_y, u_x = (_unit_floats(_splitmix64(base + np.uint64(j)))
+                                                     for j in range(6))
+        length = 1.0 + 3.0 * u_len
+        starts = np.round(buckets.astype(np.float64) * DISTRACTOR_BUCKET + u_off * (DISTRACTOR_BUCKET - length), 2)
+        ends = np.round(np.minimum(starts + length, self.duration), 2)
+        keep = (present < DISTRACTOR_PROBABILITY) & (starts < self.duration) & (ends > start) & (starts < end)
+        if timestamps is not None:
+            keep &= np.searchsorted(timestamps, starts, "left") < np.searchsorted(timestamps, ends, "left")
+        return [Distractor(float(starts[i]), float(ends[i]), SHAPES[int(u_shape[i] * len(SHAPES))],
+                           (0.1 + 0.8 * float(u_y[i]), 0.1 + 0.8 * float(u_x[i])))
+                for i in np.flatnonzero(keep)]
 
     # ---- rendering ----------------------------------------------------------------------
     def _tile(self, size: tuple[int, int]) -> np.ndarray:
@@ -319,7 +312,7 @@ class SyntheticVideo:
         if len(t) == 0:
             return frames
         lo, hi = float(t.min()), float(t.max())
-        for d in self.distractors_between(lo, hi + 1e-9):
+        for d in self.distractors_between(lo, hi + 1e-9, np.sort(t)):
             which = np.flatnonzero((t >= d.start) & (t < d.end))
             if len(which):
                 self._paint(frames, which, d.shape, d.center, DISTRACTOR_SCALE, DISTRACTOR_COLOUR)
@@ -352,7 +345,7 @@ class SyntheticVideo:
             seen = t[e.visible_at(t)]
             if len(seen):
                 objects.append((float(seen[0]), f"{e.colour} {e.shape} at {e.position} ({_span(seen)})"))
-        for d in self.distractors_between(lo, hi):
+        for d in self.distractors_between(lo, hi, np.sort(t)):
             seen = t[(t >= d.start) & (t < d.end)]
             if len(seen):
                 objects.append((float(seen[0]), f"small {DISTRACTOR_COLOUR_NAME} {d.shape} ({_span(seen)})"))

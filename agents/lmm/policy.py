@@ -1,0 +1,398 @@
+"""One interface for every LMM backend: token-in/token-out conversations, batched sampling with
+behaviour log-probs, and differentiable log-probs of given completions for training.
+
+The rollout loop (verl's agent loop, never re-tokenise the history):
+
+    conv = policy.start(obs_messages)                     # template rendered ONCE (+ generation prompt)
+    while True:
+        [c] = policy.generate([conv], temperature=0.7)    # completion text starts with "<think>\n"
+        conv.append_completion(c)                         # exact sampled tokens join the history
+        obs, reward, done, ... = env.step(c.text)
+        if done: break
+        conv = policy.extend(conv, [tool_response_msg])   # closes the turn, appends ONLY the new turn
+
+`conv.token_ids` is then the training sequence, `conv.generated_mask` its loss mask and
+`conv.logprobs` the behaviour log-probs (0.0 where not generated); for the trainer,
+`policy.completion_logprobs` recomputes log-probs under the current weights, with gradients.
+
+Log-prob convention: log pi(token) = log_softmax(logits / T)[token], T = the sampling temperature
+(T = 1 for greedy), i.e. the distribution sampled from *before* top-p truncation, the usual choice
+of TRL/verl. `completion_logprobs` defaults to the temperature each completion was sampled at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+import torch
+from transformers import GenerationConfig, LogitsProcessor, StoppingCriteria
+
+from agents.lmm.tokenizer import check_tokenizer
+
+DEFAULT_STOP = ("</answer>", "</tool_call>", "</tool_code>")
+DEFAULT_PREFIX = "<think>\n"
+
+
+@dataclass
+class Completion:
+    text: str                    # generated text INCLUDING the forced prefix
+    token_ids: list[int]         # prefix tokens + generated tokens
+    logprobs: list[float]        # behaviour log-prob per token; 0.0 for prefix tokens
+    generated_mask: list[bool]   # False for forced-prefix tokens
+    finish_reason: str           # "stop" (stop string) | "eos" (end-of-turn token) | "length"
+    temperature: float = 1.0     # the T of the log-prob convention (1.0 for greedy)
+
+
+@dataclass
+class Conversation:
+    """Token-level history of one episode. Mutable: `extend` and `append_completion` modify it
+    in place (and return it); use `copy()` to branch, e.g. for the G rollouts of a group."""
+    token_ids: list[int] = field(default_factory=list)
+    images: list[np.ndarray] = field(default_factory=list)        # in order of appearance, HxWx3 uint8
+    generated_mask: list[bool] = field(default_factory=list)      # True where the model sampled the token
+    logprobs: list[float] = field(default_factory=list)           # behaviour log-probs, 0.0 elsewhere
+    pixel_values: list[torch.Tensor] = field(default_factory=list)  # per image, processed once
+    image_grid_thw: list[torch.Tensor] = field(default_factory=list)  # per image, (t, h, w) in patches
+    open_turn: bool = False      # an assistant turn is open (generation prompt or completion not yet closed)
+    temperature: float = 1.0     # sampling temperature of the appended completions (log-prob convention)
+
+    def append_completion(self, c: Completion) -> "Conversation":
+        self.token_ids += c.token_ids
+        self.generated_mask += c.generated_mask
+        self.logprobs += c.logprobs
+        self.open_turn = True    # the turn is closed by the next `extend`
+        self.temperature = c.temperature
+        return self
+
+    def copy(self) -> "Conversation":
+        return Conversation(list(self.token_ids), list(self.images), list(self.generated_mask),
+                            list(self.logprobs), list(self.pixel_values), list(self.image_grid_thw), self.open_turn,
+                            self.temperature)
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+class LMMPolicy(Protocol):
+    def start(self, messages: list[dict], add_generation_prompt: bool = True) -> Conversation: ...
+    def extend(self, conv: Conversation, messages: list[dict], add_generation_prompt: bool = True) -> Conversation: ...
+    def generate(self, convs: Sequence[Conversation], *, temperature: float = 0.7, top_p: float = 1.0,
+                 max_new_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP, prefix: str = DEFAULT_PREFIX,
+                 seed: int | None = None) -> list[Completion]: ...
+    def completion_logprobs(self, convs: Sequence[Conversation], completions: Sequence[Completion], *,
+                            temperature: float | None = None) -> list[torch.Tensor]: ...
+    def conversation_logprobs(self, convs: Sequence[Conversation], *,
+                              temperature: float | None = None) -> list[torch.Tensor]: ...
+
+
+class _RecordLogprobs(LogitsProcessor):
+    """Sees the raw logits of every step (custom processors run before generate's temperature and
+    top-p warpers) and records log_softmax(logits / T) of the token chosen at that step. The token is
+    only known at the next call, so one step of distribution is kept (O(batch * vocab) memory)."""
+
+    def __init__(self, temperature: float):
+        self.t = temperature
+        self.prev: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids, scores):
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.prev = torch.log_softmax(scores.float() / self.t, dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:  # (batch, steps)
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, last_tokens[:, None]).squeeze(1))
+            self.prev = None
+        return torch.stack(self.steps, 1)
+
+
+class _StopOnStrings(StoppingCriteria):
+    """Per-row stop when a stop string appears in the generated text. Decodes only a short tail
+    (a stop string of n bytes spans at most n + 1 byte-level tokens), never the forced prefix."""
+
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_len: int):
+        self.tok, self.stops, self.prompt_len = tokenizer, list(stops), prompt_len
+        self.window = max((len(s.encode()) for s in self.stops), default=0) + 1
+        self.stopped_at: dict[int, int] = {}  # row -> number of generated tokens incl. the stop
+
+    def __call__(self, input_ids, scores, **kwargs):
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        n_gen = input_ids.shape[1] - self.prompt_len
+        for row in range(input_ids.shape[0]):
+            if row in self.stopped_at:
+                done[row] = True
+                continue
+            tail = input_ids[row, input_ids.shape[1] - min(n_gen, self.window):].tolist()
+            text = self.tok.decode(tail, skip_special_tokens=False)
+            if any(s in text for s in self.stops):
+                self.stopped_at[row] = n_gen
+                done[row] = True
+        return done
+
+
+class TransformersPolicy:
+    """LMMPolicy over a Hugging Face image-text-to-text model: the tiny Qwen2.5-VL of this
+    project or any local Qwen2.5-VL / Qwen3-VL-style checkpoint.
+
+    TransformersPolicy(path)                                  # a local checkpoint directory, offline
+    TransformersPolicy(model, tokenizer, image_processor)     # objects already in memory
+    require_tags=False accepts a stock tokenizer whose grammar tags are several tokens each.
+    """
+
+    def __init__(self, model_dir_or_model, tokenizer=None, image_processor=None, *,
+                 device: str | torch.device = "cpu", dtype: torch.dtype | None = None, require_tags: bool = True):
+        if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
+            from agents.lmm.tiny_qwen import load_checkpoint
+            model, tok, proc = load_checkpoint(str(model_dir_or_model), device=device, dtype=dtype)
+            tokenizer, image_processor = tokenizer or tok, image_processor or proc
+        else:
+            model = model_dir_or_model.to(device)
+            if tokenizer is None:
+                raise ValueError("pass the tokenizer together with an in-memory model "
+                                 "(or a checkpoint directory that contains it)")
+            if image_processor is None:
+                from agents.lmm.tiny_qwen import build_image_processor
+                image_processor = build_image_processor()
+        check_tokenizer(tokenizer, require_tags=require_tags)
+        self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
+        self.device = torch.device(device)
+        cfg = model.config
+        text_cfg = getattr(cfg, "text_config", cfg)
+        self.context_length: int = text_cfg.max_position_embeddings
+        self.image_token_id: int = cfg.image_token_id
+        self.video_token_id: int | None = getattr(cfg, "video_token_id", None)
+        if tokenizer.convert_tokens_to_ids("<|image_pad|>") != self.image_token_id:
+            raise ValueError("tokenizer's <|image_pad|> id differs from the model's image_token_id; "
+                             "save the model and tokenizer together (agents.lmm.tiny_qwen.save_checkpoint)")
+        self.merge = getattr(image_processor, "merge_size", 2)
+        self.eos_ids = sorted({tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")})
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+        # What the template writes between an assistant message's content and the next message
+        # ("<|im_end|>\n" for Qwen): closes a turn whose completion we appended token by token.
+        probe = "\x00PROBE\x00"
+        rendered = self._template([{"role": "system", "content": "s"}, {"role": "assistant", "content": probe}], False)
+        self._turn_end_ids = self._encode(rendered.split(probe, 1)[1])
+
+    # ------------------------------------------------------------------ rendering
+    def _template(self, messages, add_generation_prompt):
+        return self.tokenizer.apply_chat_template(_strip_images(messages), tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _render(self, messages, add_generation_prompt, continuation):
+        """Token ids + processed images for `messages`. A continuation is rendered after a dummy
+        system turn that is then cut off, so the template's first-message logic (default system
+        prompt) does not fire in the middle of a conversation."""
+        if continuation:
+            head = [{"role": "system", "content": "s"}]
+            base = self._template(head, False)
+            full = self._template(head + list(messages), add_generation_prompt)
+            if not full.startswith(base):
+                raise ValueError("chat template does not render messages independently; cannot extend "
+                                 "token-in/token-out (use a Qwen-style template)")
+            text = full[len(base):]
+        else:
+            text = self._template(messages, add_generation_prompt)
+        images = [_as_uint8_image(p["image"]) for m in messages if not isinstance(m["content"], str)
+                  for p in m["content"] if p.get("type") == "image" or "image" in p]
+        if any(p.get("type") == "video" for m in messages if not isinstance(m["content"], str) for p in m["content"]):
+            raise ValueError("video parts are not supported; pass the frames as image parts")
+        ids = self._encode(text)
+        pixel_values, grids = self._process_images(images)
+        # One <|image_pad|> per image in the template; the model needs one per merged patch.
+        out, k = [], 0
+        for t in ids:
+            if t == self.image_token_id:
+                if k >= len(images):
+                    raise ValueError("more <|image_pad|> tokens than image parts in the messages")
+                out += [t] * (int(grids[k].prod()) // self.merge ** 2)
+                k += 1
+            else:
+                out.append(t)
+        if k != len(images):
+            raise ValueError(f"the chat template rendered {k} image placeholders for {len(images)} images")
+        return out, images, pixel_values, grids
+
+    def _process_images(self, images):
+        if not images:
+            return [], []
+        out = self.image_processor(images=images, return_tensors="pt")
+        grids = list(out["image_grid_thw"])
+        sizes = [int(g.prod()) for g in grids]
+        return list(torch.split(out["pixel_values"], sizes)), grids
+
+    def _check_length(self, n: int, what: str):
+        if n > self.context_length:
+            raise ValueError(
+                f"{what} is {n} tokens but the model's context is {self.context_length} tokens. Use fewer "
+                "or smaller frames (image processor max_pixels), fewer turns or shorter tool responses, or "
+                "a model with a larger max_position_embeddings.")
+
+    def start(self, messages: list[dict], add_generation_prompt: bool = True) -> Conversation:
+        ids, images, pv, grids = self._render(messages, add_generation_prompt, continuation=False)
+        self._check_length(len(ids), "the prompt")
+        return Conversation(ids, images, [False] * len(ids), [0.0] * len(ids), pv, grids,
+                            open_turn=add_generation_prompt)
+
+    def extend(self, conv: Conversation, messages: list[dict], add_generation_prompt: bool = True) -> Conversation:
+        if conv.open_turn:  # close the assistant turn exactly as the template would
+            end = self._turn_end_ids
+            if conv.token_ids and conv.token_ids[-1] == end[0]:
+                end = end[1:]  # the model already emitted <|im_end|> (finish_reason "eos")
+            conv.token_ids += end
+            conv.generated_mask += [False] * len(end)
+            conv.logprobs += [0.0] * len(end)
+        ids, images, pv, grids = self._render(messages, add_generation_prompt, continuation=True)
+        conv.token_ids += ids
+        conv.generated_mask += [False] * len(ids)
+        conv.logprobs += [0.0] * len(ids)
+        conv.images += images
+        conv.pixel_values += pv
+        conv.image_grid_thw += grids
+        conv.open_turn = add_generation_prompt
+        self._check_length(len(conv.token_ids), "the conversation")
+        return conv
+
+    def completion_from_text(self, text: str, finish_reason: str = "stop") -> Completion:
+        """A teacher-forced completion (SFT targets, scripted turns): canonical tokens of `text`,
+        all marked as generated (loss targets), log-probs 0.0."""
+        ids = self._encode(text)
+        return Completion(text, ids, [0.0] * len(ids), [True] * len(ids), finish_reason)
+
+    # ------------------------------------------------------------------ batching
+    def _batch(self, seqs: list[list[int]], convs: Sequence[Conversation]) -> dict:
+        """Left-padded model inputs for token sequences whose images are those of `convs`."""
+        n = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), n), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, n - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[i, n - len(s):] = 1
+        # mm_token_type_ids tells the model where the vision tokens are (M-RoPE needs it in transformers 5).
+        mm = (ids == self.image_token_id).long()
+        if self.video_token_id is not None:
+            mm += 2 * (ids == self.video_token_id).long()
+        batch = dict(input_ids=ids, attention_mask=mask, mm_token_type_ids=mm)
+        pvs = [p for c in convs for p in c.pixel_values]  # the model fills pads row by row, in order
+        if pvs:
+            batch["pixel_values"] = torch.cat(pvs).to(self.model.dtype)
+            batch["image_grid_thw"] = torch.stack([g for c in convs for g in c.image_grid_thw])
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    # ------------------------------------------------------------------ sampling
+    @torch.no_grad()
+    def generate(self, convs: Sequence[Conversation], *, temperature: float = 0.7, top_p: float = 1.0,
+                 max_new_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP, prefix: str = DEFAULT_PREFIX,
+                 seed: int | None = None) -> list[Completion]:
+        """Sample one completion per conversation, batched. The forced `prefix` is appended to the
+        prompt before sampling and is part of each completion. A sequence ends at a stop string
+        (included in the text), at <|im_end|>/<|endoftext|> (included), or at max_new_tokens.
+        `seed` makes the batch reproducible (same batch composition -> same samples)."""
+        if not convs:
+            return []
+        prefix_ids = self._encode(prefix) if prefix else []
+        prompts = [c.token_ids + prefix_ids for c in convs]
+        longest = max(len(p) for p in prompts)
+        if longest >= self.context_length:
+            self._check_length(longest + 1, "the prompt plus forced prefix plus one new token")
+        max_new = min(max_new_tokens, self.context_length - longest)
+        batch = self._batch(prompts, convs)
+        prompt_len = batch["input_ids"].shape[1]
+        t = float(temperature) if temperature and temperature > 0 else 1.0
+        recorder = _RecordLogprobs(t)
+        stopper = _StopOnStrings(self.tokenizer, stop, prompt_len)
+        gen_cfg = GenerationConfig(  # built from scratch: a checkpoint's defaults (top_k, penalties) must not leak in
+            do_sample=bool(temperature and temperature > 0), temperature=t if temperature else None,
+            top_p=top_p if temperature else None, top_k=0 if temperature else None,
+            max_new_tokens=max_new, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+            use_cache=True, return_dict_in_generate=True)
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = self.model.generate(**batch, generation_config=gen_cfg,
+                                      logits_processor=[recorder], stopping_criteria=[stopper])
+        gen = out.sequences[:, prompt_len:].cpu()
+        lps = recorder.finish(out.sequences[:, -1]).cpu() if gen.shape[1] else torch.zeros(len(convs), 0)
+        results = []
+        for row in range(len(convs)):
+            toks = gen[row].tolist()
+            if row in stopper.stopped_at:
+                n, reason = stopper.stopped_at[row], "stop"
+            else:
+                first_eos = next((i for i, x in enumerate(toks) if x in self.eos_ids), None)
+                n, reason = (first_eos + 1, "eos") if first_eos is not None else (len(toks), "length")
+            ids = prefix_ids + toks[:n]
+            results.append(Completion(
+                text=self.tokenizer.decode(ids, skip_special_tokens=False),
+                token_ids=ids,
+                logprobs=[0.0] * len(prefix_ids) + lps[row, :n].tolist(),
+                generated_mask=[False] * len(prefix_ids) + [True] * n,
+                finish_reason=reason,
+                temperature=t,
+            ))
+        return results
+
+    # ------------------------------------------------------------------ training
+    def completion_logprobs(self, convs: Sequence[Conversation], completions: Sequence[Completion], *,
+                            temperature: float | None = None) -> list[torch.Tensor]:
+        """Per-token log-probs of each completion's tokens (prefix tokens included: mask them with
+        `generated_mask`) under the current weights, one batched forward pass, differentiable (call
+        under torch.no_grad() for old/reference log-probs). temperature=None: each completion's own."""
+        seqs = [c.token_ids + comp.token_ids for c, comp in zip(convs, completions, strict=True)]
+        temps = [temperature if temperature is not None else comp.temperature for comp in completions]
+        return self._tail_logprobs(seqs, convs, [len(comp.token_ids) for comp in completions], temps)
+
+    def conversation_logprobs(self, convs: Sequence[Conversation], *,
+                              temperature: float | None = None) -> list[torch.Tensor]:
+        """Multi-turn training: log-probs of every token of each finished conversation, aligned with
+        `conv.token_ids` (entries before the first generated token are 0.0). Loss mask:
+        `conv.generated_mask`; behaviour log-probs: `conv.logprobs`. One forward per conversation
+        batch, whatever the number of turns. temperature=None: the conversation's sampling temperature."""
+        firsts = [next((i for i, g in enumerate(c.generated_mask) if g), len(c)) for c in convs]
+        tails = [len(c) - f for c, f in zip(convs, firsts)]
+        temps = [temperature if temperature is not None else c.temperature for c in convs]
+        lps = self._tail_logprobs([c.token_ids for c in convs], convs, tails, temps)
+        return [torch.cat([lp.new_zeros(len(c) - len(lp)), lp]) for c, lp in zip(convs, lps)]
+
+    def _tail_logprobs(self, seqs, convs, tails, temps) -> list[torch.Tensor]:
+        """log pi(seq[j] | seq[:j]) for the last `tail` tokens of each sequence."""
+        if any(t >= len(s) for s, t in zip(seqs, tails)):
+            raise ValueError("a scored span must leave at least one context token before it")
+        self._check_length(max(len(s) for s in seqs), "conversation plus completion")
+        batch = self._batch(seqs, convs)
+        keep = max(tails) + 1
+        # With left padding every sequence ends at the last column, so the last `keep` positions hold
+        # the predictions of every scored token; logits_to_keep avoids the full L x vocab logits.
+        logits = self.model(**batch, use_cache=False, logits_to_keep=keep).logits.float()
+        out = []
+        for i, (seq, n, t) in enumerate(zip(seqs, tails, temps)):
+            step_logits = logits[i, keep - 1 - n: keep - 1] / t       # position j predicts token j+1
+            target = torch.tensor(seq[len(seq) - n:], device=logits.device, dtype=torch.long)
+            out.append(torch.log_softmax(step_logits, -1).gather(1, target[:, None]).squeeze(1))
+        return out
+
+
+def _strip_images(messages):
+    """Messages for the template: image arrays replaced by a marker (templates only test for the key)."""
+    clean = []
+    for m in messages:
+        if isinstance(m.get("content"), str) or m.get("content") is None:
+            clean.append(dict(m))
+        else:
+            clean.append({**m, "content": [{**p, "image": "<image>"} if ("image" in p or p.get("type") == "image")
+                                           else dict(p) for p in m["content"]]})
+    return clean
+
+
+def _as_uint8_image(img) -> np.ndarray:
+    arr = np.asarray(img)
+    if arr.ndim != 3 or arr.shape[2] != 3 or arr.dtype != np.uint8:
+        raise ValueError(f"image parts must be HxWx3 uint8 arrays, got shape {arr.shape} dtype {arr.dtype}")
+    return arr

@@ -1,0 +1,137 @@
+"""The tiny LMM: a stock Hugging Face Qwen2.5-VL with a tiny config (the CPU default).
+
+Why a stock class rather than a home-made transformer: the rollout/training code then drives
+the tiny model and a full-size Qwen2.5-VL / Qwen3-VL checkpoint through exactly the same
+calls (`AutoModelForImageTextToText`, M-RoPE, image-pad scattering, KV cache, generate).
+
+A checkpoint directory written by `save_tiny` holds what a Hub checkpoint holds:
+    config.json, generation_config.json, model.safetensors   (the model)
+    tokenizer.json, tokenizer_config.json, chat_template.*    (agents.lmm.tokenizer)
+    preprocessor_config.json                                   (the image processor)
+and `load_checkpoint` reads any such directory, tiny or full-size, offline.
+
+Image processing without torchvision: transformers 5.x ships a PIL/numpy backend of the stock
+Qwen2-VL image processor (`Qwen2VLImageProcessorPil`); `AutoImageProcessor` falls back to it
+when torchvision is missing, and picks the torchvision one when it is importable. Both give
+the same layout: `pixel_values` of shape (sum of t*h*w patches, 3 * temporal_patch_size *
+patch**2), each still image duplicated over the temporal patch, patches ordered by 2x2 merge
+blocks; `image_grid_thw` = (1, h/patch, w/patch) per image. No home-made processor is needed.
+(`Qwen2_5_VLProcessor` itself cannot be saved without a video processor, which needs
+torchvision; the policy therefore uses the tokenizer and the image processor directly.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
+from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+from agents.lmm.tokenizer import CHAT_TEMPLATE
+
+# Tiny but shaped like the real thing: GQA, M-RoPE, windowed vision attention, 2x2 merge.
+TINY_TEXT = dict(
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,          # head_dim 32
+    max_position_embeddings=8192,   # context: 64 overview frames + crops + text fit
+    rms_norm_eps=1e-6,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]},  # sums to head_dim/2
+)
+TINY_VISION = dict(
+    depth=2,
+    hidden_size=64,
+    intermediate_size=128,
+    num_heads=2,
+    patch_size=14,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+    window_size=56,                 # 2x2 merged tokens per window
+    fullatt_block_indexes=[1],
+    out_hidden_size=128,            # = text hidden size
+)
+# Small frames: a 112x112 frame is 8x8 patches -> 16 tokens after the 2x2 merge, so a 64-frame
+# overview costs ~1k tokens. Larger frames are shrunk to max_pixels, aspect ratio kept.
+TINY_IMAGE = dict(min_pixels=28 * 28, max_pixels=112 * 112, patch_size=14, temporal_patch_size=2, merge_size=2)
+
+
+def tiny_config(tokenizer, **text_overrides) -> Qwen2_5_VLConfig:
+    """A tiny Qwen2.5-VL config whose special-token ids come from `tokenizer`."""
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in
+           ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_end|>", "<|endoftext|>")}
+    text = dict(TINY_TEXT, vocab_size=len(tokenizer), bos_token_id=ids["<|endoftext|>"],
+                eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    text.update(text_overrides)
+    vision = dict(TINY_VISION, out_hidden_size=text["hidden_size"])
+    return Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,  # small vocab: halves the parameter count
+    )
+
+
+def build_tiny_model(tokenizer, seed: int = 0, **text_overrides) -> Qwen2_5_VLForConditionalGeneration:
+    """Randomly initialised tiny Qwen2.5-VL (fp32, eval mode). Same seed -> same weights."""
+    with torch.random.fork_rng():  # do not disturb the caller's RNG stream
+        torch.manual_seed(seed)
+        model = Qwen2_5_VLForConditionalGeneration(tiny_config(tokenizer, **text_overrides))
+    model.generation_config.eos_token_id = [tokenizer.convert_tokens_to_ids("<|im_end|>"),
+                                            tokenizer.convert_tokens_to_ids("<|endoftext|>")]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model.eval()
+
+
+def build_image_processor(**overrides) -> Qwen2VLImageProcessorPil:
+    """The stock Qwen2-VL image processor, PIL backend (works without torchvision)."""
+    return Qwen2VLImageProcessorPil(**dict(TINY_IMAGE, **overrides))
+
+
+def save_checkpoint(path: str, model, tokenizer, image_processor=None) -> str:
+    """Write model + tokenizer + image processor to `path` in the Hub layout."""
+    os.makedirs(path, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (image_processor or build_image_processor()).save_pretrained(path)
+    return path
+
+
+def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
+    """Load (model, tokenizer, image_processor) from a local directory, offline. Works for the
+    tiny model and for any local Qwen-VL-style image-text-to-text checkpoint."""
+    if not os.path.isdir(path):
+        raise ValueError(f"model directory {path!r} does not exist; build one with "
+                         "agents.lmm.tiny_qwen.save_checkpoint(path, build_tiny_model(tok), tok) "
+                         "or point at a downloaded Hugging Face checkpoint directory")
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(f"{path!r} has no config.json, so it is not a model checkpoint directory "
+                         f"(it holds {sorted(os.listdir(path))[:10]}); save one with "
+                         "agents.lmm.tiny_qwen.save_checkpoint or model.save_pretrained(path)")
+    kw = dict(local_files_only=True)
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32, **kw)
+    tokenizer = AutoTokenizer.from_pretrained(path, **kw)
+    if getattr(tokenizer, "chat_template", None) is None:
+        tokenizer.chat_template = _find_chat_template(path) or CHAT_TEMPLATE
+    if os.path.isfile(os.path.join(path, "preprocessor_config.json")):
+        image_processor = AutoImageProcessor.from_pretrained(path, **kw)
+    else:
+        image_processor = build_image_processor()
+    return model.to(device).eval(), tokenizer, image_processor
+
+
+def _find_chat_template(path: str) -> str | None:
+    """Hub VLM checkpoints often keep the template next to the processor, not the tokenizer."""
+    import json
+    jinja, js = os.path.join(path, "chat_template.jinja"), os.path.join(path, "chat_template.json")
+    if os.path.isfile(jinja):
+        return open(jinja).read()
+    if os.path.isfile(js):
+        return json.load(open(js))["chat_template"]
+    return None
