@@ -22,21 +22,30 @@ import paravt_env  # noqa: F401
 from agents.scripted import format_call, make_agent
 
 
-def episodes_per_second(n: int, size: int) -> dict:
+CANNED_CROPS = "<think>\nlooking at five windows\n</think>" + "".join(
+    format_call(a, a + 30.0) for a in (10.0, 100.0, 200.0, 300.0, 400.0))
+CANNED_ANSWER = "<think>\nI have seen enough\n</think><answer>A</answer>"
+
+
+def episodes_per_second(n: int, size: int, agent_name: str | None) -> dict:
+    """``agent_name=None`` replays canned text (the env's own cost); else a scripted agent,
+    whose perception (captioning what it saw) is counted too."""
     env = gym.make("ParaVT-LongVideo-v0", frame_budget=64, frame_size=(size, size)).unwrapped
-    agent = make_agent("uniform", env, seed=0)
+    agent = make_agent(agent_name, env, seed=0) if agent_name else None
     times = []
-    for i in tqdm(range(n), desc=f"episodes {size}x{size}", leave=False):
+    for i in tqdm(range(n), desc=f"episodes {size}x{size} {agent_name or 'canned'}", leave=False):
         t0 = time.perf_counter()
         obs, info = env.reset(seed=i)
         done = False
         while not done:
-            obs, r, term, trunc, info = env.step(agent.act(obs, info))
+            action = agent.act(obs, info) if agent else (CANNED_CROPS if info["turn"] == 0 else CANNED_ANSWER)
+            obs, r, term, trunc, info = env.step(action)
             done = term or trunc
         times.append(time.perf_counter() - t0)
     env.close()
     t = np.array(times)
-    return {"frame_size": size, "episodes": n, "episodes_per_second": float(n / t.sum()),
+    return {"frame_size": size, "agent": agent_name or "canned text", "episodes": n,
+            "episodes_per_second": float(n / t.sum()),
             "ms_per_episode_p50": float(np.median(t) * 1e3), "ms_per_episode_p99": float(np.quantile(t, 0.99) * 1e3)}
 
 
@@ -67,14 +76,15 @@ def main():
     p.add_argument("--episodes", type=int, default=500)
     p.add_argument("--out", default="benchmarks/results")
     a = p.parse_args()
-    result = {"cpu_count": os.cpu_count(), "episodes": [episodes_per_second(a.episodes, s) for s in (64, 224)],
+    result = {"cpu_count": os.cpu_count(), "episodes": [episodes_per_second(a.episodes, s, agent)
+                                                           for s in (64, 224) for agent in (None, "uniform")],
               "crop_latency_5_calls_64px": crop_latency(a.episodes, 64)}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "speed_env.json").write_text(json.dumps(result, indent=2))
     lines = ["| measurement | value |", "|---|---|"]
     for e in result["episodes"]:
-        lines.append(f"| episodes/s at {e['frame_size']}x{e['frame_size']} (uniform agent, 5 parallel crops) "
+        lines.append(f"| episodes/s at {e['frame_size']}x{e['frame_size']}, {e['agent']}, 5 parallel crops + answer "
                      f"| {e['episodes_per_second']:.0f} (p50 {e['ms_per_episode_p50']:.1f} ms, "
                      f"p99 {e['ms_per_episode_p99']:.1f} ms) |")
     for d, v in result["crop_latency_5_calls_64px"].items():

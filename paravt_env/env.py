@@ -86,6 +86,7 @@ DISPATCH_RULES = {
 }
 
 
+_OUTSIDE_CHARSET = re.compile("[^" + re.escape("".join(sorted(CHARSET))) + "]")
 _STRUCTURAL_TAG = re.compile(r"</?(think|answer|tool_call|tool_code|tool_response)>")
 
 
@@ -96,7 +97,7 @@ def neutralize_tags(text: str) -> str:
 
 def sanitize(text: str) -> str:
     """Map characters outside the observation charset to '?' so the obs stays in its space."""
-    return "".join(c if c in CHARSET else "?" for c in text)
+    return _OUTSIDE_CHARSET.sub("?", text)
 
 
 @dataclass

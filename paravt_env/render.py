@@ -47,7 +47,7 @@ def draw_timeline(env) -> np.ndarray:
         draw.rectangle([px(a), axis_y + 42, max(px(b), px(a) + 2), axis_y + 52], fill=EVIDENCE_COLOUR)
     draw.text((x0, axis_y + 58), "crops", fill=CROP_COLOUR)
     for a, b in env.executed_windows:
-        draw.rectangle([px(a), axis_y + 72, max(px(b), px(a) + 2), axis_y + 82], fill=CROP_COLOUR)
+        draw.rectangle([px(a), axis_y + 72, max(px(b), px(a) + 2), axis_y + 82], fill=CROP_COLOUR, outline=(250, 250, 250))
     info = env.last_reward_info
     if info:
         comp = info["reward_components"]

@@ -66,30 +66,49 @@ COLOUR_NAMES = tuple(COLOURS)
 
 
 # ---- perception (pixels -> colours, shapes, scenes) --------------------------------------------
+def _palette(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct colours of a batch ``(U, 3)`` and each pixel's index into them ``(N, H, W)``;
+    synthetic frames hold few colours, so per-colour work on ``U`` is cheap."""
+    x = frames.astype(np.int32)
+    packed = (x[..., 0] << 16) | (x[..., 1] << 8) | x[..., 2]
+    uniq, inverse = np.unique(packed.reshape(-1), return_inverse=True)
+    rgb = np.stack([(uniq >> 16) & 255, (uniq >> 8) & 255, uniq & 255], axis=-1)
+    return rgb, inverse.reshape(frames.shape[:3])
+
+
+def colour_match(rgb: np.ndarray, tol: int = COLOUR_TOL) -> np.ndarray:
+    """Boolean ``(U, C)``: colour within ``tol`` (per channel) of needle colour ``c``."""
+    return np.abs(rgb[:, None, :].astype(np.int16) - _COLOUR_RGB).max(axis=-1) <= tol
+
+
+def nearest_scene(rgb: np.ndarray) -> np.ndarray:
+    """Index into ``SCENE_NAMES`` of the stripe palette (segment A-B in RGB) nearest each colour."""
+    ab = _SCENE_B - _SCENE_A  # (S, 3)
+    rel = rgb[:, None, :].astype(np.float32) - _SCENE_A  # (U, S, 3)
+    t = np.clip((rel * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-6), 0.0, 1.0)
+    return ((rel - t[..., None] * ab) ** 2).sum(-1).argmin(-1)
+
+
 def colour_masks(frames: np.ndarray, tol: int = COLOUR_TOL) -> np.ndarray:
     """Boolean ``(N, H, W, C)``: pixel within ``tol`` (per channel) of needle colour ``c``."""
-    x = frames.astype(np.int16)[..., None, :]  # (N, H, W, 1, 3)
-    return np.abs(x - _COLOUR_RGB).max(axis=-1) <= tol
+    rgb, inverse = _palette(frames)
+    return colour_match(rgb, tol)[inverse]
 
 
-def scene_ids(frames: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
-    """Index into ``SCENE_NAMES`` of each frame: majority vote of its background pixels, each
-    assigned to the scene whose stripe palette (segment A-B in RGB) passes nearest."""
-    n = len(frames)
+def scene_ids(frames: np.ndarray) -> np.ndarray:
+    """Index into ``SCENE_NAMES`` of each frame: majority vote of its background pixels (those
+    of no needle colour), each assigned to the nearest scene palette."""
+    return _frame_scenes(*_palette(frames))
+
+
+def _frame_scenes(rgb: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    n = len(inverse)
     if n == 0:
         return np.zeros(0, np.int64)
-    if masks is None:
-        masks = colour_masks(frames)
-    px = frames.reshape(n, -1, 3).astype(np.float32)  # (N, P, 3)
-    ab = _SCENE_B - _SCENE_A  # (S, 3)
-    rel = px[:, :, None, :] - _SCENE_A  # (N, P, S, 3)
-    t = np.clip((rel * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-6), 0.0, 1.0)  # (N, P, S)
-    d = ((rel - t[..., None] * ab) ** 2).sum(-1)  # (N, P, S)
-    nearest = d.argmin(-1)  # (N, P)
-    background = ~masks.reshape(n, -1, masks.shape[-1]).any(-1)  # needles do not vote
-    votes = np.zeros((n, S), np.int64)
-    for i in range(n):
-        votes[i] = np.bincount(nearest[i][background[i]], minlength=S)
+    scene_of = nearest_scene(rgb)
+    background = ~colour_match(rgb).any(-1)
+    ids = np.where(background, scene_of, S)[inverse].reshape(n, -1)  # S = "needle pixel, no vote"
+    votes = np.stack([np.bincount(row, minlength=S + 1) for row in ids])[:, :S]
     return votes.argmax(-1)
 
 
@@ -125,12 +144,13 @@ def detect(frames: np.ndarray, matcher: ShapeMatcher) -> tuple[np.ndarray, np.nd
     n = len(frames)
     if n == 0:
         return np.zeros((0, C), np.float32), np.zeros(0, np.int64), []
-    masks = colour_masks(frames)  # (N, H, W, C)
+    rgb, inverse = _palette(frames)
+    masks = colour_match(rgb)[inverse]  # (N, H, W, C)
     counts = masks.sum(axis=(1, 2))  # (N, C)
     fractions = counts / float(frames.shape[1] * frames.shape[2])
-    objects = [[(c, matcher(masks[i, :, :, c])) for c in np.flatnonzero(counts[i] >= MIN_PIXELS)]
+    objects = [[(int(c), matcher(masks[i, :, :, c])) for c in np.flatnonzero(counts[i] >= MIN_PIXELS)]
                for i in range(n)]
-    return fractions.astype(np.float32), scene_ids(frames, masks), objects
+    return fractions.astype(np.float32), _frame_scenes(rgb, inverse), objects
 
 
 def parse_option(text: str) -> tuple[int, int, int, int]:
