@@ -93,7 +93,7 @@ def make_question(video: SyntheticVideo, family: str, qid: str, rng: np.random.G
                       if sum(x.shape == e.shape for x in by_scene[e.scene]) == 1]
         e = candidates[int(rng.integers(len(candidates)))]
         return Question(qid, family,
-                        f"What colour is the {e.shape} that appears during the {e.scene} scene? "
+                        f"What colour is the large {e.shape} that appears during the {e.scene} scene? "
                         "Answer with one word.", e.colour, "open", None, (_window(e),))
 
     if family == "counting":

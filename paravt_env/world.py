@@ -187,7 +187,7 @@ class SyntheticVideo:
         self._event_starts = np.array([e.start for e in self.events])
         self._tiles: dict[tuple[int, int], np.ndarray] = {}
         self._masks: dict[tuple[str, int], np.ndarray] = {}
-        self._hash_key = int(_splitmix64(np.array([self.seed * 1_000_003 + self.index], np.uint64))[0])
+        self._hash_key = int(_splitmix64(np.array([(self.seed * 1_000_003 + self.index) % (1 << 64)], np.uint64))[0])
 
     @property
     def name(self) -> str:
@@ -216,12 +216,20 @@ class SyntheticVideo:
         for k, combo in enumerate(combos):
             length = float(rng.uniform(1.0, MAX_EVENT_SECONDS))
             length = min(length, slot * 0.8)
-            start = k * slot + float(rng.uniform(0.0, slot - length))
-            start = round(start, 1)
+            start = round(k * slot + float(rng.uniform(0.0, slot - length)), 1)
             end = round(start + length, 1)
+            scene = self.scene_at(start)
+            if end > scene.end:  # keep each needle inside one scene: "during the X scene" is unambiguous
+                if scene.end - start >= 1.1:
+                    end = math.floor(scene.end * 10) / 10
+                else:
+                    start = math.ceil(scene.end * 10) / 10
+                    end = min(round(start + length, 1), math.floor((k + 1) * slot * 10) / 10)
+                    scene = self.scene_at(start)
+                    if end - start < 1.0 or end > scene.end:
+                        continue  # no clean place in this slot: fewer needles, never ambiguous ones
             colour, shape = colours[combo // len(SHAPES)], shapes[combo % len(SHAPES)]
             position = POSITIONS[int(rng.integers(len(POSITIONS)))]
-            scene = self.scene_at(start)
             events.append(Event(start, end, colour, shape, position, scene.name))
         return tuple(events)
 
