@@ -61,7 +61,8 @@ from gymnasium import spaces
 
 from .parsing import TOOL_NAME, ToolCall, parse_turn
 from .rewards import RewardConfig, score
-from .sources import Episode, Frames, VideoError, load_dataset
+from .sources import MAX_CROP_FRAMES, Episode, Frames, VideoError, load_dataset
+from .world import check_size
 
 GATING_BUDGETS = (4, 8, 16, 32, 64)
 CHARSET = frozenset(string.printable)
@@ -161,6 +162,8 @@ class ParaVTLongVideoEnv(gym.Env):
             raise ValueError(f"frame budgets must be in 1..512, got {budgets}")
         if not 1 <= max_turns <= 32 or not 1 <= max_calls_per_turn <= 16:
             raise ValueError("max_turns must be in 1..32 and max_calls_per_turn in 1..16")
+        if not 1 <= int(crop_max_frames) <= MAX_CROP_FRAMES or not 0 < float(crop_fps) <= 30:
+            raise ValueError(f"crop_max_frames must be in 1..{MAX_CROP_FRAMES} and crop_fps in (0, 30]")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.dataset = dataset if dataset is not None else load_dataset(
@@ -169,7 +172,7 @@ class ParaVTLongVideoEnv(gym.Env):
         self.budgets, self.nframes_gating = budgets, nframes_gating
         self.dispatch, self.max_turns, self.max_calls = dispatch, max_turns, max_calls_per_turn
         self.subagent, self.think_prefix = subagent, think_prefix or ""
-        self.frame_size = (int(frame_size[0]), int(frame_size[1]))
+        self.frame_size = check_size(frame_size)
         self.crop_fps, self.crop_max_frames = float(crop_fps), int(crop_max_frames)
         self.reward_config = reward_config or RewardConfig()
         self.render_mode = render_mode

@@ -252,3 +252,25 @@ def test_pettingzoo_api_and_spaces():
     assert all(terms.values()) and len(set(rewards.values())) == 1 and env.agents == []
     text = env.env.trajectory
     assert text.index("a red circle") < text.index("nothing")  # call order kept
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(dispatch="telepathy"), "dispatch"),
+    (dict(frame_budget=0), "frame budgets"),
+    (dict(frame_size=(5000, 5000)), "frame size"),
+    (dict(crop_max_frames=10**9), "crop_max_frames"),
+    (dict(subagent="psychic"), "subagent"),
+    (dict(render_mode="human"), "render_mode"),
+    (dict(source="/nonexistent/questions.jsonl"), "not found"),
+])
+def test_bad_constructor_arguments_fail_clearly(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gym.make("ParaVT-LongVideo-v0", **kwargs)
+
+
+def test_reset_options_pin_episode_and_budget():
+    env = make(nframes_gating=True)
+    _, info = env.reset(seed=0, options={"episode_index": 5, "frame_budget": 32})
+    assert info["episode_index"] == 5 and info["frame_budget"] == 32
+    with pytest.raises(ValueError, match="frame_budget"):
+        env.reset(options={"frame_budget": 7})
