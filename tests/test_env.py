@@ -260,7 +260,7 @@ def test_pettingzoo_api_and_spaces():
     (dict(frame_size=(5000, 5000)), "frame size"),
     (dict(crop_max_frames=10**9), "crop_max_frames"),
     (dict(subagent="psychic"), "subagent"),
-    (dict(render_mode="human"), "render_mode"),
+    (dict(render_mode="ansi"), "render_mode"),
     (dict(source="/nonexistent/questions.jsonl"), "not found"),
 ])
 def test_bad_constructor_arguments_fail_clearly(kwargs, message):
