@@ -1,0 +1,95 @@
+"""Tool-prior benchmark: weak vs strong cold-start checkpoints of the tiny LMM in the env.
+
+For each prior: format reward, tool calls per rollout (kappa) and accuracy per family, greedy and
+at temperature 0.7, with K = 64 overview frames and with nFrames gating (K ~ U{4..64}); plus
+sub-agent agreement (the same model summarising a crop from its frames alone vs the world's
+truthful caption). The paper expects the strong prior to call tools more and to hold format
+worse under sampling. Writes benchmarks/results/prior.json and prior.md.
+
+    python benchmarks/prior.py                       # builds the default checkpoints if missing
+    python benchmarks/prior.py --strong DIR --weak DIR --episodes 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.lmm.default import checkpoint_info, default_checkpoint  # noqa: E402
+from agents.lmm.evaluate_lmm import rollouts, subagent_agreement, summarize, world_config_of  # noqa: E402
+from agents.lmm.policy import TransformersPolicy  # noqa: E402
+
+SETTINGS = (("greedy", 0.0, False), ("t0.7", 0.7, False), ("greedy", 0.0, True), ("t0.7", 0.7, True))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strong", help="strong-prior cold-start checkpoint (default: default_checkpoint('strong'))")
+    p.add_argument("--weak", help="weak-prior cold-start checkpoint (default: default_checkpoint('weak'))")
+    p.add_argument("--episodes", type=int, default=48, help="validation episodes per setting (multiple of 6)")
+    p.add_argument("--agreement-crops", type=int, default=64, help="crops for sub-agent agreement")
+    p.add_argument("--max-new-tokens", type=int, default=96, help="tokens per assistant turn")
+    p.add_argument("--also-base", action="store_true", help="also evaluate the stage-1 base checkpoints")
+    p.add_argument("--out", default="benchmarks/results/prior", help="output path stem (.json and .md)")
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args(argv)
+    ckpts = {"strong": a.strong or str(default_checkpoint("strong")), "weak": a.weak or str(default_checkpoint("weak"))}
+    if a.also_base:
+        ckpts.update({f"{k}-base": str(Path(v).parent / "base") for k, v in list(ckpts.items())})
+    results = {"episodes": a.episodes, "max_new_tokens": a.max_new_tokens, "models": {}}
+    for name, path in ckpts.items():
+        policy, wc = TransformersPolicy(path, device=a.device), world_config_of(path)
+        info = checkpoint_info(path)
+        entry = {"checkpoint": path, "build": {k: info.get(k) for k in ("corpus", "stage1_seconds", "stage2_seconds",
+                                                                       "total_seconds")}, "settings": {}}
+        for label, temp, gating in SETTINGS:
+            t = time.time()
+            s = summarize(rollouts(policy, wc, episodes=a.episodes, temperature=temp, gating=gating,
+                                   max_new_tokens=a.max_new_tokens))
+            s["seconds"] = time.time() - t
+            key = f"{label}/{'gating' if gating else 'K64'}"
+            entry["settings"][key] = s
+            print(name, key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in s.items()
+                              if k != "correct_by_family"}, flush=True)
+        if a.agreement_crops:
+            entry["subagent"] = subagent_agreement(policy, wc, crops=a.agreement_crops)
+            print(name, "subagent", {k: v for k, v in entry["subagent"].items() if k != "examples"}, flush=True)
+        results["models"][name] = entry
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    out.with_suffix(".md").write_text(markdown(results))
+    print(markdown(results))
+
+
+def markdown(results) -> str:
+    fams = ("needle", "needle_attribute", "counting", "temporal_order", "grounding", "global")
+    lines = [f"Tool-prior benchmark ({results['episodes']} validation episodes per row, oracle sub-agent, "
+             f"{results['max_new_tokens']} new tokens per turn). format = env R_fmt; kappa = tool calls per rollout.", "",
+             "| model | decoding | K | format | kappa | rollouts with a call | acc | <answer> used | `Answer:` | <tool_code> | <tool_call> | "
+             + " | ".join(fams) + " |",
+             "|" + "---|" * (12 + len(fams))]
+    for name, e in results["models"].items():
+        for key, s in e["settings"].items():
+            dec, k = key.split("/")
+            fam = " | ".join(f"{s['correct_by_family'].get(f, float('nan')):.2f}" for f in fams)
+            lines.append(f"| {name} | {dec} | {k} | {s['format']:.3f} | {s['tool_calls']:.2f} | {s['tool_rate']:.2f} | "
+                         f"{s['correct']:.3f} | {s['answer_tag']:.2f} | {s['answer_colon']:.2f} | {s['tool_code']:.2f} | "
+                         f"{s['tool_call_json']:.2f} | {fam} |")
+    lines += ["", "Sub-agent agreement (the model summarises a crop from its frames alone; greedy) vs the world's caption:", "",
+              "| model | crops | token F1 | object precision | object recall | object F1 | scene match |", "|---|---|---|---|---|---|---|"]
+    for name, e in results["models"].items():
+        s = e.get("subagent")
+        if s:
+            lines.append(f"| {name} | {s['crops']} | {s['token_f1']:.3f} | {s['object_precision']:.3f} | "
+                         f"{s['object_recall']:.3f} | {s['object_f1']:.3f} | {s['scene_match']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
