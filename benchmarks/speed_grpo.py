@@ -1,0 +1,141 @@
+"""Speed of a GRPO step and of parallel vs sequential dispatch, on one checkpoint.
+
+    python benchmarks/speed_grpo.py                         # default strong-prior checkpoint, CPU
+    python benchmarks/speed_grpo.py --device cuda --steps 5
+    python benchmarks/speed_grpo.py --model path/to/checkpoint --group-size 8
+
+Part 1 runs `--steps` PARA-GRPO steps at trainers/para_grpo.py's defaults (checkpointing and
+evaluation off) and reports seconds per step, generated tokens per second, and where the time
+goes: main-agent generation, sub-agent generation, env + reward (reset, parsing, cropping,
+scoring, prompt rendering), and the update (log-prob forwards of policy and reference,
+backward, optimizer). The first step is reported apart (warm-up) and excluded from the means.
+
+Part 2 plays the same validation episodes (same reset seeds, hence same K) with the same
+checkpoint under parallel and under sequential dispatch, all episodes batched, and reports wall
+time and tokens per episode (main-agent and sub-agent generated tokens, final context length).
+
+Writes benchmarks/results/speed_grpo.json and speed_grpo.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from trainers import core, para_grpo  # noqa: E402
+
+PARTS = ("generate_main", "generate_sub", "env", "backward")
+
+
+def grpo_steps(model: str, device: str, steps: int, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ["--model", model, "--device", device, "--runs-dir", tmp, "--total-steps", str(steps),
+                "--eval-every", "0", "--checkpoint-every", "0", "--no-progress", *extra]
+        hist = para_grpo.main(argv)
+    rows = [{"step": h["step"], "seconds": h["perf/step_seconds"], "tokens_per_second": h["perf/tokens_per_second"],
+             **{p: h.get(f"perf/{p}_seconds", 0.0) for p in PARTS},
+             "tool_calls_per_rollout": h["train/tool_calls_per_rollout"],
+             "main_tokens_per_rollout": h["train/main_tokens_per_rollout"],
+             "sub_tokens_per_rollout": h["train/sub_tokens_per_rollout"]} for h in hist]
+    steady = rows[1:] or rows
+    mean = {k: float(np.mean([r[k] for r in steady])) for k in rows[0] if k != "step"}
+    return {"steps": rows, "mean_after_first": mean, "first_step_seconds": rows[0]["seconds"]}
+
+
+def dispatch_compare(model: str, device: str, episodes: int, base: core.GRPOArgs, seed: int = 10_000) -> dict:
+    torch.set_num_threads(base.torch_threads)
+    policy = core.load_policy(model, torch.device(device))
+    policy.model.eval()
+    out = {}
+    for dispatch in ("parallel", "sequential"):
+        args = replace(base, dispatch=dispatch, max_calls_per_turn=1 if dispatch == "sequential" else base.max_calls_per_turn)
+        envs = [core.make_env(args, "validation") for _ in range(episodes)]
+        t0 = time.perf_counter()
+        timer = core.Timer()
+        rs = core.collect_rollouts(policy, envs, [seed + i for i in range(episodes)], list(range(episodes)),
+                                   temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                                   sub_max_new_tokens=args.subagent_max_new_tokens, think_prefix=args.think_prefix,
+                                   gen_seed=seed, timer=timer,
+                                   reset_options=[{"episode_index": i} for i in range(episodes)])
+        wall = time.perf_counter() - t0
+        for e in envs:
+            e.close()
+        out[dispatch] = {
+            "episodes": episodes, "wall_seconds": wall, "seconds_per_episode": wall / episodes,
+            "main_tokens_per_episode": float(np.mean([r.main_tokens for r in rs])),
+            "sub_tokens_per_episode": float(np.mean([r.sub_tokens for r in rs])),
+            "context_tokens_per_episode": float(np.mean([len(r.conv) for r in rs])),
+            "turns_per_episode": float(np.mean([r.info.get("turn", 0) for r in rs])),
+            "tool_calls_per_episode": float(np.mean([r.info.get("num_tool_calls", 0) for r in rs])),
+            "accuracy": float(np.mean([bool(r.info.get("correct")) for r in rs])),
+            "format_reward": float(np.mean([r.info.get("format_reward", 0.0) for r in rs])),
+            "time": {k: float(v) for k, v in timer.totals.items()},
+        }
+    return out
+
+
+def markdown(res: dict) -> str:
+    m = res["grpo"]["mean_after_first"]
+    lines = [f"# GRPO speed ({res['device']}, {res['threads']} torch thread(s), model `{res['model']}`)", "",
+             f"PARA-GRPO defaults: G = {res['settings']['group_size']}, {res['settings']['prompts_per_step']} prompt(s)/step, "
+             f"{res['settings']['max_new_tokens']} new tokens/turn, {res['settings']['subagent_max_new_tokens']} per sub-agent, "
+             f"frames {res['settings']['frame_size']} px, gating {res['settings']['nframes_gating']}.", "",
+             "| step | seconds | tokens/s | main gen | sub-agent gen | env+reward | update | tool calls/rollout |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in res["grpo"]["steps"]:
+        lines.append(f"| {r['step']} | {r['seconds']:.2f} | {r['tokens_per_second']:.1f} | {r['generate_main']:.2f} | "
+                     f"{r['generate_sub']:.2f} | {r['env']:.2f} | {r['backward']:.2f} | {r['tool_calls_per_rollout']:.2f} |")
+    lines.append(f"| mean (excl. first) | {m['seconds']:.2f} | {m['tokens_per_second']:.1f} | {m['generate_main']:.2f} | "
+                 f"{m['generate_sub']:.2f} | {m['env']:.2f} | {m['backward']:.2f} | {m['tool_calls_per_rollout']:.2f} |")
+    lines += ["", "## Parallel vs sequential dispatch (same checkpoint, same validation episodes, batched)", "",
+              "| dispatch | wall s | s/episode | main tokens/ep | sub tokens/ep | context tokens/ep | turns/ep | "
+              "tool calls/ep | accuracy | format |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for d, r in res["dispatch"].items():
+        lines.append(f"| {d} | {r['wall_seconds']:.2f} | {r['seconds_per_episode']:.2f} | {r['main_tokens_per_episode']:.1f} | "
+                     f"{r['sub_tokens_per_episode']:.1f} | {r['context_tokens_per_episode']:.0f} | {r['turns_per_episode']:.2f} | "
+                     f"{r['tool_calls_per_episode']:.2f} | {r['accuracy']:.2f} | {r['format_reward']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="", help="checkpoint directory; default: default_checkpoint('strong')")
+    p.add_argument("--device", default="cpu", help="cpu | cuda")
+    p.add_argument("--steps", type=int, default=4, help="GRPO steps to time (the first is warm-up)")
+    p.add_argument("--episodes", type=int, default=8, help="validation episodes per dispatch mode")
+    p.add_argument("--out", default="benchmarks/results/speed_grpo", help="output path without extension")
+    p.add_argument("extra", nargs="*", help="extra trainers/para_grpo.py arguments after --, e.g. -- --group-size 4")
+    a = p.parse_args(argv)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        p.error("--device cuda but CUDA is not available")
+    model = a.model or str(core.resolve_model(para_grpo.Args()))
+    base = core.parse_args(para_grpo.Args, ["--model", model, *a.extra])
+    res = {"model": model, "device": a.device, "threads": base.torch_threads,
+           "settings": {k: getattr(base, k) for k in ("group_size", "prompts_per_step", "max_new_tokens",
+                                                      "subagent_max_new_tokens", "frame_size", "nframes_gating",
+                                                      "max_turns", "max_calls_per_turn")},
+           "grpo": grpo_steps(model, a.device, a.steps, list(a.extra)),
+           "dispatch": dispatch_compare(model, a.device, a.episodes, base)}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=2))
+    md = markdown(res)
+    out.with_suffix(".md").write_text(md)
+    print(md)
+    return res
+
+
+if __name__ == "__main__":
+    main()

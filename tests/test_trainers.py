@@ -1,0 +1,275 @@
+"""Tests of the GRPO trainers (trainers/core.py and the three scripts), on a tiny random model."""
+
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainers import core
+from trainers.core import (GRPOArgs, TrainSeq, anchor_loss, compute_advantages, grpo_token_loss, grpo_update,
+                           structural_ids, structural_mask)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from agents.lmm import build_tiny_model, build_tokenizer, save_checkpoint
+
+    tok = build_tokenizer()
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    save_checkpoint(str(path), build_tiny_model(tok, seed=0), tok)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_dir):
+    torch.set_num_threads(2)
+    return core.load_policy(tiny_dir, torch.device("cpu"))
+
+
+def tiny_argv(tiny_dir, runs, *extra):
+    return ["--model", tiny_dir, "--runs-dir", str(runs), "--total-steps", "2", "--group-size", "2",
+            "--max-new-tokens", "8", "--subagent-max-new-tokens", "6", "--max-turns", "2", "--eval-every", "2",
+            "--eval-episodes", "2", "--checkpoint-every", "1", "--dataset-size", "60", "--no-progress", *extra]
+
+
+# ------------------------------------------------------------------ maths against hand computation
+def test_advantages_group_then_batch_norm():
+    r = [1.0, 0.0, 2.0, 2.0]
+    groups = [0, 0, 1, 1]
+    # group 0: mean 0.5, std 0.5 -> [1, -1]; group 1: std 0 -> [0, 0]; batch: mean 0, std sqrt(0.5)
+    adv = compute_advantages(r, groups, group_norm="std", batch_norm="none", eps=0.0 + 1e-12)
+    np.testing.assert_allclose(adv, [1, -1, 0, 0], atol=1e-9)
+    adv = compute_advantages(r, groups, group_norm="std", batch_norm="std", eps=1e-12)
+    np.testing.assert_allclose(adv, np.array([1, -1, 0, 0]) / math.sqrt(0.5), atol=1e-6)
+    # Dr.GRPO: no std; scale and bias act before normalisation
+    adv = compute_advantages(r, groups, scale=10, bias=-0.2, group_norm="mean", batch_norm="none")
+    np.testing.assert_allclose(adv, [5, -5, 0, 0], atol=1e-9)
+    adv = compute_advantages(r, groups, scale=10, bias=-0.2, group_norm="none", batch_norm="none")
+    np.testing.assert_allclose(adv, [9.8, -0.2, 19.8, 19.8], atol=1e-9)
+
+
+def test_ppo_clip_and_k3_kl_by_hand():
+    logp = torch.tensor([-1.0, -1.0, -1.0, -2.0])
+    old = torch.tensor([-1.0, -1.5, -0.5, -2.0])
+    ref = torch.tensor([-1.0, -1.0, -1.0, -1.0])
+    mask = torch.tensor([1.0, 1.0, 1.0, 0.0])
+    for a in (1.0, -1.0):
+        loss, st = grpo_token_loss(logp, old, ref, torch.tensor(a), mask, clip_eps=0.2, kl_coef=0.1)
+        expect = []
+        for lp, o, rf, m in zip(logp.tolist(), old.tolist(), ref.tolist(), mask.tolist()):
+            ratio = math.exp(lp - o)
+            pg = -min(ratio * a, min(max(ratio, 0.8), 1.2) * a)
+            kl = math.exp(rf - lp) - (rf - lp) - 1
+            expect.append((pg + 0.1 * kl) * m)
+        torch.testing.assert_close(loss, torch.tensor(expect), atol=1e-6, rtol=0)
+    # ratio e^0.5 with A > 0 is clipped; ratio e^-0.5 with A > 0 is not
+    loss, st = grpo_token_loss(logp, old, ref, torch.tensor(1.0), mask, clip_eps=0.2, kl_coef=0.0)
+    assert st["clipped"].tolist() == [0.0, 1.0, 0.0, 0.0]
+    # token-mean aggregation of the loss over trained tokens
+    assert float(loss.sum() / mask.sum()) == pytest.approx(-(1 + 1.2 + math.exp(-0.5)) / 3, abs=1e-6)
+
+
+# ------------------------------------------------------------------ masking and the anchor
+def _episode_conv(policy):
+    """A finished two-turn conversation: prompt, generated turn with a tool call, tool response,
+    generated answer turn. The prefilled <think> tokens are not generated."""
+    msgs = [{"role": "system", "content": "You answer."}, {"role": "user", "content": [
+        {"type": "text", "text": "<0.0 seconds>"}, {"type": "image", "image": np.zeros((28, 28, 3), np.uint8)},
+        {"type": "text", "text": "Question: colour?"}]}]
+    conv = policy.start(msgs)
+    c1 = policy.completion_from_text('look</think><tool_call>{"name": "crop_video", "arguments": '
+                                     '{"start_time": 1, "end_time": 2}}</tool_call>')
+    prefix = policy.completion_from_text("<think>\n")
+    prefix.generated_mask = [False] * len(prefix.token_ids)
+    conv.append_completion(prefix)
+    conv.append_completion(c1)
+    conv = policy.extend(conv, [{"role": "user", "content": "<tool_response>\nred</tool_response>\n"}])
+    conv.append_completion(policy.completion_from_text("red</think><answer>red</answer>"))
+    conv.temperature = 0.7
+    return conv
+
+
+def _grads(policy, seqs, args):
+    model = policy.model
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    model.zero_grad(set_to_none=True)
+    core.grpo_update(model, None, None, policy, _NoStep(opt), seqs, args, core.Dist(), structural_ids(policy.tokenizer))
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+class _NoStep:
+    """An optimizer whose zero_grad/step leave gradients readable after the update."""
+
+    def __init__(self, opt):
+        self.opt = opt
+
+    def zero_grad(self, set_to_none=True):
+        self.opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        pass
+
+
+def test_masked_tokens_get_no_gradient(policy):
+    conv = _episode_conv(policy)
+    gen = torch.tensor(conv.generated_mask)
+    assert gen.any() and (~gen).any()
+    # per-token: d loss / d logp is zero wherever the mask is off (prompt, prefix, tool response)
+    lp = torch.randn(len(conv), requires_grad=True)
+    loss, _ = grpo_token_loss(lp, torch.tensor(conv.logprobs), lp.detach() - 0.1, torch.tensor(1.5),
+                              gen.float(), clip_eps=0.2, kl_coef=0.01)
+    loss.sum().backward()
+    assert torch.all(lp.grad[~gen] == 0) and torch.all(lp.grad[gen] != 0)
+    # whole update: garbage behaviour log-probs at masked positions change nothing
+    args = GRPOArgs(kl_coef=0.0, max_grad_norm=1e9)
+    g1 = _grads(policy, [TrainSeq(conv, 1.0, "main")], args)
+    noisy = conv.copy()
+    noisy.logprobs = [lp_ if m else -50.0 for lp_, m in zip(conv.logprobs, conv.generated_mask)]
+    g2 = _grads(policy, [TrainSeq(noisy, 1.0, "main")], args)
+    assert g1.keys() == g2.keys() and len(g1) > 0
+    for k in g1:
+        torch.testing.assert_close(g1[k], g2[k])
+
+
+def test_logprob_anchor_touches_structural_positions_only(policy):
+    conv = _episode_conv(policy)
+    sids = structural_ids(policy.tokenizer)
+    tok = policy.tokenizer
+    smask = structural_mask(conv.token_ids, conv.generated_mask, sids)
+    picked = [tok.convert_ids_to_tokens(t) for t, m in zip(conv.token_ids, smask) if m]
+    assert picked == ["</think>", "<tool_call>", "</tool_call>", "</think>", "<answer>", "</answer>"]
+    think_id = tok.convert_tokens_to_ids("<think>")
+    prefilled = [i for i, t in enumerate(conv.token_ids) if t == think_id]
+    assert prefilled and not any(smask[i] for i in prefilled)  # the forced prefix is not anchored
+    lp = torch.randn(len(conv), requires_grad=True)
+    anchor_loss(lp, torch.tensor(smask, dtype=torch.float32), 0.5, sum(smask)).backward()
+    sm = torch.tensor(smask)
+    assert torch.all(lp.grad[~sm] == 0)
+    torch.testing.assert_close(lp.grad[sm], torch.full((int(sm.sum()),), -0.5 / sum(smask)))
+    # in the full update: with zero advantage and no KL, only the anchor moves the weights
+    args = GRPOArgs(kl_coef=0.0, anchor_mode="logprob", anchor_lambda=0.5, max_grad_norm=1e9)
+    g = _grads(policy, [TrainSeq(conv, 0.0, "main")], args)
+    assert any(v.abs().sum() > 0 for v in g.values())
+    g0 = _grads(policy, [TrainSeq(conv, 0.0, "main")], replace(args, anchor_mode="bonus"))
+    assert all(v.abs().sum() == 0 for v in g0.values())
+
+
+# ------------------------------------------------------------------ rollouts with sub-agents
+def test_rollout_with_parallel_subagents(policy):
+    """A forced tool-calling first turn: crops go to the policy playing the sub-agents (batched),
+    their answers come back as tool responses (masked), and the episode is scored by the env."""
+    args = GRPOArgs(think_prefix=True, frame_size=28, dataset_size=60, max_turns=2, tool_reward=True)
+    envs = [core.make_env(args, "train") for _ in range(2)]
+    real = policy.generate
+    call = '{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}'
+
+    def fake(convs, **kw):
+        if kw.get("prefix") == "<think>\n" and not any("<tool_response>" in policy.tokenizer.decode(c.token_ids[-60:])
+                                                     for c in convs):
+            text = "<think>\nlook closer</think>" + "".join(f"<tool_call>{call % (a, a + 3)}</tool_call>"
+                                                           for a in (0, 10))
+            out = []
+            for _ in convs:
+                c = policy.completion_from_text(text)
+                c.generated_mask[:2] = [False, False]
+                c.temperature = 0.7
+                out.append(c)
+            return out
+        return real(convs, **kw)
+
+    policy.generate = fake
+    try:
+        rs = core.collect_rollouts(policy, envs, [5, 5], [0, 0], temperature=0.7, top_p=1.0, max_new_tokens=6,
+                                   sub_max_new_tokens=5, think_prefix=True, gen_seed=0)
+    finally:
+        policy.generate = real
+    for r in rs:
+        assert r.done and r.info["num_tool_calls"] == 2 and len(r.sub_convs) == 2
+        assert all(any(c.generated_mask) for c in r.sub_convs)
+        assert r.info["reward_components"]["tool/executed"] > 0
+        text = policy.tokenizer.decode(r.conv.token_ids)
+        assert text.count("<tool_response>") == 2
+        resp = policy.tokenizer.convert_tokens_to_ids("<tool_response>")
+        assert not any(g for t, g in zip(r.conv.token_ids, r.conv.generated_mask) if t == resp)
+    assert rs[0].info["frame_budget"] == rs[1].info["frame_budget"]
+
+
+# ------------------------------------------------------------------ scripts
+@pytest.mark.parametrize("script", ["para_grpo", "grpo", "sequential_tool"])
+def test_two_step_smoke(script, tiny_dir, tmp_path):
+    import importlib
+
+    mod = importlib.import_module(f"trainers.{script}")
+    hist = mod.main(tiny_argv(tiny_dir, tmp_path))
+    assert [h["step"] for h in hist] == [1, 2]
+    for key in ("train/format_reward", "train/tool_calls_per_rollout", "train/accuracy", "train/reward",
+                "train/frame_budget", "train/entropy", "train/kl", "train/clip_fraction", "perf/step_seconds",
+                "perf/tokens_per_second", "eval/accuracy", "eval/format_reward", "eval/tool_calls_per_rollout"):
+        assert key in hist[-1], key
+    assert any(k.startswith("train/reward_components/") for k in hist[-1])
+    assert any(k.startswith("eval/accuracy/") for k in hist[-1])
+    run = next(tmp_path.iterdir())
+    assert list(run.glob("events.out.tfevents.*")) and (run / "checkpoints" / "latest").is_file()
+    assert (run / "final_model" / "config.json").is_file()
+
+
+def test_resume_reproduces_uninterrupted_run(tiny_dir, tmp_path):
+    from trainers import para_grpo
+
+    straight = para_grpo.main(tiny_argv(tiny_dir, tmp_path / "a", "--eval-every", "0"))
+    first = para_grpo.main(tiny_argv(tiny_dir, tmp_path / "b", "--eval-every", "0", "--total-steps", "1"))
+    second = para_grpo.main(tiny_argv(tiny_dir, tmp_path / "b", "--eval-every", "0", "--resume"))
+    assert [h["step"] for h in first] == [1] and [h["step"] for h in second] == [2]
+    for got, want in ((first[0], straight[0]), (second[0], straight[1])):
+        for k, v in want.items():
+            if k.startswith("perf/"):
+                continue
+            assert got[k] == pytest.approx(v, rel=1e-6, abs=1e-7), k
+
+
+def test_bad_arguments_stop_early(tmp_path, capsys):
+    from trainers import para_grpo
+
+    for bad in (["--anchor-mode", "sideways"], ["--frame-budget", "12"], ["--model", str(tmp_path / "nope")],
+                ["--group-size", "1"]):
+        with pytest.raises(SystemExit) as exc:
+            core.parse_args(para_grpo.Args, bad)
+        assert exc.value.code == 2, bad
+        assert "error" in capsys.readouterr().err
+    p = subprocess.run([sys.executable, "trainers/para_grpo.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and "--no-think-prefix" in p.stdout and "--anchor-mode" in p.stdout
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_cpu(tiny_dir, tmp_path):
+    cmd = ["torchrun", "--nproc_per_node=2", "trainers/para_grpo.py", *tiny_argv(tiny_dir, tmp_path), "--device", "cpu"]
+    cmd[0] = str(Path(sys.executable).with_name("torchrun"))
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = next(tmp_path.iterdir())
+    assert (run / "checkpoints" / "latest").is_file()
+
+
+def test_gating_budget_is_a_function_of_the_prompt_seed():
+    """PAPER defect 5: K per prompt must not depend on Python's salted hash(); here it is drawn by the env
+    from the reset seed, and the reset seed from (seed, step, rank, prompt) through numpy's SeedSequence."""
+    args = GRPOArgs(nframes_gating=True, dataset_size=60)
+    seeds = [core.derive_seed(1, step, 0, 0) for step in range(1, 9)]
+    assert seeds == [core.derive_seed(1, step, 0, 0) for step in range(1, 9)]
+    ks = []
+    for _ in range(2):
+        env = core.make_env(args, "train")
+        ks.append([env.reset(seed=s)[1]["frame_budget"] for s in seeds])
+    assert ks[0] == ks[1] and len(set(ks[0])) > 1
+    code = "from trainers.core import derive_seed; print(derive_seed(1, 3, 0, 0))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONHASHSEED": "12345", "PATH": ""}).stdout  # another hash salt than this process
+    assert out == f"{core.derive_seed(1, 3, 0, 0)}\n"

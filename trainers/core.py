@@ -1,0 +1,854 @@
+"""Shared machinery of the GRPO-family trainers (para_grpo.py, grpo.py, sequential_tool.py).
+
+What lives here, top to bottom:
+    GRPOArgs, arg, parse_args   every knob with its help text; a dataclass -> argparse helper
+    rollouts                    G multi-turn episodes per prompt, batched across rollouts and
+                                prompts; the policy also plays the sub-agents (env.begin_turn /
+                                env.deliver: the env parses, crops and scores, never this file)
+    advantages                  reward scale/bias, group normalisation, batch normalisation
+    grpo_loss                   PPO-clip token loss vs behaviour log-probs + k3 KL to a frozen
+                                reference + optional log-prob anchor on structural tokens
+    train(args)                 the loop: rollouts -> advantages -> update -> log/eval/checkpoint
+
+The scripts differ only in their defaults (PARA-GRPO on, vanilla GRPO off, sequential dispatch).
+Reward: the environment's ``paravt_env.rewards.score`` with a ``RewardConfig`` built from the knobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+GATING_BUDGETS = (4, 8, 16, 32, 64)
+ANCHOR_MODES = ("bonus", "logprob")
+NORM_MODES = ("std", "mean", "none")
+# Grammar tags whose positions the log-prob anchor touches (tool responses are never generated).
+STRUCTURAL_TAGS = ("<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>",
+                   "<tool_code>", "</tool_code>")
+# Tokens the policy may never emit: a sampled <|image_pad|> has no image behind it.
+FORBIDDEN_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+
+
+# ============================================================================================
+# arguments
+# ============================================================================================
+def arg(default, help: str, choices: Sequence | None = None):
+    """A dataclass field carrying its --help text (and choices)."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class GRPOArgs:
+    # run
+    exp_name: str = arg("grpo", "experiment name; the run lands in runs/<run name>/")
+    run_name: str = arg("", "run name (default <exp_name>__s<seed>, a time suffix is added if that folder exists and "
+                            "--resume is off)")
+    runs_dir: str = arg("runs", "root folder of TensorBoard runs and checkpoints")
+    seed: int = arg(1, "seed of prompts, sampling and the optimizer; same seed -> same run")
+    model: str = arg("", "local checkpoint directory (tiny or any Qwen-VL style); default: "
+                         "agents.lmm.default.default_checkpoint(--prior)")
+    prior: str = arg("strong", "tool prior of the default checkpoint (when --model is empty)", ("strong", "weak"))
+    device: str = arg("auto", "auto (cuda when available) | cpu | cuda | cuda:N")
+    torch_threads: int = arg(1, "CPU threads for torch per process (1 is fastest for the tiny model's small ops)")
+    # schedule
+    total_steps: int = arg(30, "GRPO steps")
+    prompts_per_step: int = arg(2, "prompts per step per process (paper: 7)")
+    group_size: int = arg(8, "G, rollouts per prompt, all from one env state (paper: 8)")
+    # sampling
+    temperature: float = arg(0.7, "training sampling temperature (paper: 0.7)")
+    eval_temperature: float = arg(0.6, "evaluation temperature (paper: 0.6); 0 = greedy")
+    top_p: float = arg(1.0, "nucleus sampling")
+    max_new_tokens: int = arg(64, "new tokens per main-agent turn (paper: 2048)")
+    subagent_max_new_tokens: int = arg(32, "new tokens per sub-agent answer (paper cuts tool responses at 512)")
+    # environment
+    dispatch: str = arg("parallel", "parallel: several crops per turn go to sub-agents; sequential: one per turn",
+                        ("parallel", "sequential"))
+    max_turns: int = arg(3, "assistant turns per episode (paper: 3)")
+    max_calls_per_turn: int = arg(5, "parallel crop calls per turn (paper: 5)")
+    frame_budget: int = arg(64, "K overview frames when nFrames gating is off", GATING_BUDGETS)
+    frame_size: int = arg(28, "frame height = width in pixels (the tiny model was pretrained at 28)")
+    crop_max_frames: int = arg(8, "frames per crop (1 fps)")
+    world_seed: int = arg(0, "synthetic world seed")
+    dataset_size: int = arg(6000, "episodes per split")
+    # PARA-GRPO knobs
+    nframes_gating: bool = arg(False, "per prompt K ~ Uniform{4,8,16,32,64}, a function of the prompt's reset seed")
+    think_prefix: bool = arg(False, "prefill '<think>\\n' at the start of every assistant turn")
+    answer_suffix: bool = arg(False, "answer-suffix format weights (0.2/0.3/0.2) instead of default (0.3/0.2/0.1)")
+    anchor_lambda: float = arg(0.0, "lambda_anchor: weight of the exploration anchor (0 = off)")
+    anchor_mode: str = arg("bonus", "bonus: the released sequence-level format bonus (reward); logprob: the paper's "
+                                    "formula, +lambda * mean log pi over structural tokens as a loss term", ANCHOR_MODES)
+    penalty_gamma: float = arg(0.0, "penalty for a <think> never closed (scaled by lambda; bonus mode only)")
+    tool_reward: bool = arg(False, "R_tool term of the reward")
+    format_weight: float = arg(1.0, "w_fmt")
+    # GRPO
+    learning_rate: float = arg(3e-5, "AdamW learning rate (paper: 2e-6 for an 8B model; the tiny model takes more)")
+    weight_decay: float = arg(0.01, "AdamW weight decay (paper: 0.01)")
+    max_grad_norm: float = arg(1.0, "gradient clipping (paper: 1.0)")
+    clip_eps: float = arg(0.2, "PPO clip epsilon (paper: 0.2)")
+    kl_coef: float = arg(0.01, "k3 KL to the frozen reference (paper: 0.01); 0 skips the reference model")
+    reward_scale: float = arg(1.0, "r' = scale * r + bias before normalisation (paper: 10; a no-op with std "
+                                   "normalisation, matters for --group-norm mean)")
+    reward_bias: float = arg(0.0, "see --reward-scale (paper: -0.2)")
+    group_norm: str = arg("std", "per-group advantage: std = (r - mean)/std, mean = r - mean (Dr.GRPO), none",
+                          NORM_MODES)
+    batch_norm: str = arg("std", "then over the whole batch: std, mean, or none (Dr.GRPO: mean or none)", NORM_MODES)
+    update_epochs: int = arg(1, "optimisation passes over each batch (ratio != 1 from the 2nd pass)")
+    micro_batch_size: int = arg(16, "sequences per forward/backward chunk")
+    freeze_vision: bool = arg(True, "freeze the vision tower (RL adapts the language model; no backward through "
+                                    "the image encoder, the bulk of CPU step time)")
+    train_subagents: bool = arg(True, "sub-agent turns share the episode reward and are trained (PAPER defect 4)")
+    # logging / eval / checkpoints
+    eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = never")
+    eval_episodes: int = arg(24, "validation episodes per evaluation (split across processes)")
+    checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps (and at the end); 0 = only at the end")
+    resume: bool = arg(False, "continue runs/<run name>/ from its latest checkpoint")
+    progress: bool = arg(True, "tqdm progress bar")
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
+    """Build an argparse parser from a dataclass (help texts from the field metadata, looked up
+    through the base classes so a script can override a default with a plain annotation)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=_HelpFormatter)
+    meta = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            for f in dataclasses.fields(klass):
+                if f.metadata:
+                    meta[f.name] = f.metadata
+    for f in dataclasses.fields(cls):
+        m = meta.get(f.name, {})
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        kw: dict[str, Any] = dict(default=default, help=m.get("help", ""))
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+            continue
+        if m.get("choices"):
+            kw["choices"] = list(m["choices"])
+        parser.add_argument(flag, type=type(default), **kw)
+    ns = parser.parse_args(argv)
+    args = cls(**vars(ns))
+    try:
+        validate_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
+
+
+def validate_args(args) -> None:
+    """Stop before any work on settings that cannot run."""
+    if args.model and not os.path.isfile(os.path.join(args.model, "config.json")):
+        raise ValueError(f"--model {args.model!r} is not a checkpoint directory (no config.json there)")
+    if args.group_size < 2:
+        raise ValueError("--group-size must be >= 2 (GRPO compares rollouts within a group)")
+    for name in ("total_steps", "prompts_per_step", "max_new_tokens", "subagent_max_new_tokens", "max_turns",
+                 "max_calls_per_turn", "frame_size", "crop_max_frames", "micro_batch_size", "update_epochs"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.temperature <= 0:
+        raise ValueError("--temperature must be > 0 (GRPO samples)")
+    if args.dispatch == "sequential" and args.max_calls_per_turn != 1:
+        args.max_calls_per_turn = 1  # the env enforces it anyway; keep the prompt honest
+
+
+# ============================================================================================
+# setup: devices, processes, model
+# ============================================================================================
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device_arg: str) -> tuple[Dist, torch.device]:
+    """init_process_group when launched by torchrun (WORLD_SIZE > 1): nccl on GPUs, gloo on CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if device_arg == "auto":
+        device = torch.device(f"cuda:{local}" if torch.cuda.is_available() else "cpu")
+    elif device_arg == "cuda":
+        device = torch.device(f"cuda:{local}")
+    else:
+        device = torch.device(device_arg)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Dist(rank, world, local), device
+
+
+def derive_seed(*parts: int) -> int:
+    """A reproducible 31-bit seed from integers (never Python's salted hash(): PAPER defect 5)."""
+    return int(np.random.SeedSequence([int(p) % (2**63) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def suppress_tokens(model, token_ids: Sequence[int]):
+    """The policy's action space excludes `token_ids` (their logits -> -1e9 in every forward, for
+    sampling and training alike, so behaviour and training log-probs stay consistent)."""
+    idx = torch.tensor(sorted(set(int(t) for t in token_ids)), dtype=torch.long)
+
+    def hook(module, inputs, output):
+        return output.index_fill(-1, idx.to(output.device), -1e9)
+
+    return model.get_output_embeddings().register_forward_hook(hook)
+
+
+def resolve_model(args) -> str:
+    if args.model:
+        return args.model
+    try:
+        from agents.lmm.default import default_checkpoint
+    except ImportError as exc:
+        raise SystemExit(f"no --model given and agents.lmm.default is unavailable ({exc}); pass --model PATH")
+    return str(default_checkpoint(prior=args.prior))
+
+
+def load_policy(path: str, device: torch.device):
+    from agents.lmm.policy import TransformersPolicy
+
+    policy = TransformersPolicy(path, device=device)
+    tok = policy.tokenizer
+    suppress_tokens(policy.model, [tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
+    return policy
+
+
+def structural_ids(tokenizer) -> list[int]:
+    ids = []
+    for t in STRUCTURAL_TAGS:
+        enc = tokenizer.encode(t, add_special_tokens=False)
+        if len(enc) == 1:
+            ids.append(enc[0])
+    return ids
+
+
+# ============================================================================================
+# environment + rollouts
+# ============================================================================================
+def reward_config(args):
+    from paravt_env.rewards import RewardConfig
+
+    bonus = args.anchor_mode == "bonus"
+    return RewardConfig(format_weight=args.format_weight, answer_suffix=args.answer_suffix,
+                        anchor_lambda=args.anchor_lambda if bonus else 0.0,
+                        penalty_gamma=args.penalty_gamma if bonus else 0.0, tool_reward=args.tool_reward)
+
+
+class LMMSubagent:
+    """The env's callable sub-agent hook f(frames, question) -> str, played by the policy (used
+    by plain env.step; the trainer batches sub-agent calls through begin_turn/deliver instead)."""
+
+    def __init__(self, policy, max_new_tokens: int = 32, temperature: float = 0.0):
+        self.policy, self.max_new_tokens, self.temperature = policy, max_new_tokens, temperature
+
+    def __call__(self, frames, question: str) -> str:
+        window = (float(frames.timestamps[0]), float(frames.timestamps[-1]))
+        conv = self.policy.start(subagent_messages(frames, window, question))
+        [c] = self.policy.generate([conv], temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+                                   prefix="", stop=())
+        return clean_summary(c.text, self.policy)
+
+
+def subagent_messages(frames, window, question):
+    from agents.lmm.corpus import subagent_messages as msgs  # the format the sub-agent skill was pretrained on
+
+    return msgs(frames, window, question)
+
+
+def clean_summary(text: str, policy) -> str:
+    for t in ("<|im_end|>", "<|endoftext|>"):
+        text = text.replace(t, "")
+    return text.strip()
+
+
+def make_env(args, split: str, policy=None):
+    from paravt_env.env import ParaVTLongVideoEnv
+
+    return ParaVTLongVideoEnv(
+        split=split, world_seed=args.world_seed, dataset_size=args.dataset_size,
+        frame_budget=args.frame_budget, nframes_gating=args.nframes_gating, dispatch=args.dispatch,
+        max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
+        subagent=LMMSubagent(policy, args.subagent_max_new_tokens) if policy is not None else "oracle",
+        think_prefix="<think>\n" if args.think_prefix else None,
+        frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
+        reward_config=reward_config(args))
+
+
+@dataclass
+class Rollout:
+    env: Any
+    group: int                    # index of its prompt in the step
+    conv: Any = None              # main-agent Conversation
+    sub_convs: list = field(default_factory=list)  # one finished Conversation per sub-agent call
+    reward: float = 0.0
+    info: dict = field(default_factory=dict)
+    done: bool = False
+    gen_tokens: int = 0
+    main_tokens: int = 0
+    sub_tokens: int = 0
+
+
+@dataclass
+class Timer:
+    totals: dict = field(default_factory=lambda: defaultdict(float))
+
+    def __call__(self, name):
+        timer = self
+
+        class _T:
+            def __enter__(self):
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timer.totals[name] += time.perf_counter() - self.t
+        return _T()
+
+
+def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups: Sequence[int], *,
+                     temperature: float, top_p: float, max_new_tokens: int, sub_max_new_tokens: int,
+                     think_prefix: bool, gen_seed: int, timer: Timer | None = None,
+                     reset_options: Sequence[dict | None] | None = None) -> list[Rollout]:
+    """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
+    the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
+    a turn form one more batch. Returns finished rollouts with the token-level conversations."""
+    timer = timer or Timer()
+    rollouts = []
+    with timer("env"):
+        for i, (env, s) in enumerate(zip(envs, reset_seeds)):
+            _, info = env.reset(seed=int(s), options=(reset_options[i] if reset_options else None))
+            r = Rollout(env, groups[i], info=info)
+            r.conv = policy.start(info["messages"])
+            rollouts.append(r)
+    prefix = "<think>\n" if think_prefix else ""
+    temp = temperature if temperature > 0 else 0.0
+    turn = 0
+    while True:
+        active = [r for r in rollouts if not r.done]
+        if not active:
+            break
+        with timer("generate_main"):
+            comps = policy.generate([r.conv for r in active], temperature=temp, top_p=top_p,
+                                    max_new_tokens=max_new_tokens, prefix=prefix, seed=derive_seed(gen_seed, turn, 0))
+        pending = []  # (rollout, crop results)
+        for r, c in zip(active, comps):
+            r.conv.append_completion(c)
+            n = sum(c.generated_mask)
+            r.gen_tokens += n
+            r.main_tokens += n
+            with timer("env"):
+                finished, parsed, notes, results = r.env.begin_turn(c.text)
+            if finished is not None:
+                _, r.reward, _, _, r.info = finished
+                r.done = True
+            else:
+                pending.append((r, results))
+        if pending:
+            jobs = [(r, res) for r, results in pending for res in results if res.ok]
+            summaries: dict[int, str] = {}
+            if jobs:
+                with timer("env"):
+                    sub_convs = [policy.start(subagent_messages(res.frames, res.window, r.env.episode.question.prompt()))
+                                 for r, res in jobs]
+                with timer("generate_sub"):
+                    sub_comps = policy.generate(sub_convs, temperature=temp, top_p=top_p,
+                                                max_new_tokens=sub_max_new_tokens, prefix="", stop=(),
+                                                seed=derive_seed(gen_seed, turn, 1))
+                for (r, res), sc, sconv in zip(jobs, sub_comps, sub_convs):
+                    sconv.append_completion(sc)
+                    r.sub_convs.append(sconv)
+                    n = sum(sc.generated_mask)
+                    r.gen_tokens += n
+                    r.sub_tokens += n
+                    summaries[id(res)] = clean_summary(sc.text, policy)
+            with timer("env"):
+                for r, results in pending:
+                    r.env.deliver(results, [summaries.get(id(res), "") for res in results])
+                    r.conv = policy.extend(r.conv, [r.env.messages[-1]])
+        turn += 1
+    return rollouts
+
+
+def rollout_stats(rollouts: Sequence[Rollout]) -> dict[str, float]:
+    """Per-rollout metrics averaged: reward, accuracy, format reward, tool calls, K, components."""
+    out: dict[str, list] = defaultdict(list)
+    for r in rollouts:
+        info = r.info
+        out["reward"].append(r.reward)
+        out["accuracy"].append(float(bool(info.get("correct", False))))
+        out["format_reward"].append(float(info.get("format_reward", 0.0)))
+        out["tool_calls_per_rollout"].append(float(info.get("num_tool_calls", 0)))
+        out["frame_budget"].append(float(info.get("frame_budget", 0)))
+        for k, v in info.get("reward_components", {}).items():
+            out[f"reward_components/{k}"].append(float(v))
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+# ============================================================================================
+# GRPO maths
+# ============================================================================================
+def _normalize(x: np.ndarray, mode: str, eps: float = 1e-6) -> np.ndarray:
+    if mode == "none" or x.size == 0:
+        return x
+    centred = x - x.mean()
+    return centred / (x.std() + eps) if mode == "std" else centred
+
+
+def compute_advantages(rewards: Sequence[float], groups: Sequence[int], *, scale: float = 1.0, bias: float = 0.0,
+                       group_norm: str = "std", batch_norm: str = "std", eps: float = 1e-6) -> np.ndarray:
+    """r' = scale * r + bias; A = group-normalised r' (per prompt), then batch-normalised.
+    std uses the population standard deviation (ddof 0) plus eps."""
+    r = np.asarray(rewards, dtype=np.float64) * scale + bias
+    g = np.asarray(groups)
+    adv = np.empty_like(r)
+    for k in np.unique(g):
+        sel = g == k
+        adv[sel] = _normalize(r[sel], group_norm, eps)
+    return _normalize(adv, batch_norm, eps)
+
+
+def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
+                    adv: torch.Tensor, mask: torch.Tensor, *, clip_eps: float, kl_coef: float):
+    """Per-token PPO-clip loss + kl_coef * k3(KL to reference). All tensors shape (T,) or (B, T);
+    `adv` broadcasts. Returns (loss_per_token, stats per token: ratio, clipped, kl). Masking and
+    aggregation are the caller's (token-mean over all trained tokens)."""
+    ratio = torch.exp(logp - old_logp)
+    pg1 = ratio * adv
+    pg2 = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv
+    loss = -torch.minimum(pg1, pg2)
+    clipped = (pg2 < pg1).float()  # the clip is the active branch
+    if ref_logp is not None and kl_coef != 0:
+        d = ref_logp - logp
+        kl = torch.exp(d) - d - 1  # k3 estimator of KL(pi || ref)
+        loss = loss + kl_coef * kl
+    else:
+        kl = torch.zeros_like(logp)
+    return loss * mask, {"ratio": ratio.detach(), "clipped": clipped.detach(), "kl": kl.detach()}
+
+
+def sequence_logprobs(model, policy, convs: Sequence, want_entropy: bool = False):
+    """Log-probs of every token of each conversation under `model` (a raw HF module or its DDP
+    wrapper), aligned with conv.token_ids (0 before the first generated token), at each
+    conversation's sampling temperature; optionally the per-position entropy."""
+    firsts = [next((i for i, g in enumerate(c.generated_mask) if g), len(c) - 1) for c in convs]
+    firsts = [max(f, 1) for f in firsts]
+    tails = [len(c) - f for c, f in zip(convs, firsts)]
+    batch = policy._batch([c.token_ids for c in convs], convs)
+    keep = max(tails) + 1
+    logits = model(**batch, use_cache=False, logits_to_keep=keep).logits.float()
+    lps, ents = [], []
+    for i, (c, n) in enumerate(zip(convs, tails)):
+        step = logits[i, keep - 1 - n: keep - 1] / c.temperature
+        logsm = torch.log_softmax(step, -1)
+        target = torch.tensor(c.token_ids[len(c) - n:], device=logits.device, dtype=torch.long)
+        lp = logsm.gather(1, target[:, None]).squeeze(1)
+        lps.append(torch.cat([lp.new_zeros(len(c) - n), lp]))
+        if want_entropy:
+            with torch.no_grad():
+                ent = -(logsm.exp() * logsm).sum(-1)
+            ents.append(torch.cat([ent.new_zeros(len(c) - n), ent]))
+    return lps, ents
+
+
+def structural_mask(token_ids: Sequence[int], generated_mask: Sequence[bool], struct_ids: Sequence[int]) -> list[bool]:
+    """True at GENERATED positions holding a structural tag token (the prefilled <think> is not generated)."""
+    ids = set(int(t) for t in struct_ids)
+    return [bool(g) and int(t) in ids for t, g in zip(token_ids, generated_mask)]
+
+
+def anchor_loss(logp: torch.Tensor, smask: torch.Tensor, lam: float, n_struct: float) -> torch.Tensor:
+    """The paper's selective anchor as a loss: -lambda * (sum of log pi over structural positions) / n_struct,
+    i.e. +lambda * mean structural log-prob added to the objective."""
+    return -lam * (logp * smask).sum() / max(float(n_struct), 1.0)
+
+
+@dataclass
+class TrainSeq:
+    conv: Any
+    advantage: float
+    kind: str  # "main" | "sub"
+
+
+def _chunks(seqs: list[TrainSeq], size: int) -> list[list[TrainSeq]]:
+    main = [s for s in seqs if s.kind == "main"]
+    sub = [s for s in seqs if s.kind == "sub"]
+    out = []
+    for group in (main, sub):  # main and sub-agent sequences differ in length: batch them apart
+        group = sorted(group, key=lambda s: len(s.conv))
+        out += [group[i:i + size] for i in range(0, len(group), size)]
+    return out
+
+
+def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[TrainSeq], args, dist: Dist,
+                struct_ids: Sequence[int] = ()) -> dict[str, float]:
+    """One GRPO update on `seqs`: token-mean of the PPO-clip + KL loss over every generated token of
+    every sequence (all processes together), minus lambda * mean structural log-prob when
+    --anchor-mode logprob. Gradients are all-reduced by DDP when it wraps the model."""
+    device = policy.device
+    fwd = ddp_model if ddp_model is not None else model
+    n_tokens = sum(sum(s.conv.generated_mask) for s in seqs)
+    n_struct = sum(sum(structural_mask(s.conv.token_ids, s.conv.generated_mask, struct_ids)) for s in seqs)
+    anchor = args.anchor_mode == "logprob" and args.anchor_lambda != 0
+    counts = torch.tensor([n_tokens, n_struct], dtype=torch.float64, device=device)
+    if dist.world > 1:
+        torch.distributed.all_reduce(counts)
+    g_tokens, g_struct = max(float(counts[0]), 1.0), max(float(counts[1]), 1.0)
+    chunks = _chunks(seqs, args.micro_batch_size)
+    n_chunks = len(chunks)
+    if dist.world > 1:  # every process must run the same number of forward/backward passes under DDP
+        t = torch.tensor([n_chunks], dtype=torch.long, device=device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        n_chunks = int(t)
+    sums = defaultdict(float)
+    ref_cache: dict[int, list] = {}
+    for epoch in range(args.update_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for ci in range(n_chunks):
+            dummy = ci >= len(chunks)
+            chunk = chunks[0][:1] if dummy else chunks[ci]
+            convs = [s.conv for s in chunk]
+            sync = ci == n_chunks - 1
+            ctx = ddp_model.no_sync() if (ddp_model is not None and not sync) else _null()
+            with ctx:
+                lps, ents = sequence_logprobs(fwd, policy, convs, want_entropy=(epoch == 0))
+                if args.kl_coef != 0 and ref_model is not None:
+                    if ci not in ref_cache:
+                        with torch.no_grad():
+                            ref_cache[ci] = [x.detach() for x in sequence_logprobs(ref_model, policy, convs)[0]]
+                    refs = ref_cache[ci]
+                else:
+                    refs = [None] * len(convs)
+                total = torch.zeros((), device=device)
+                for s, lp, ref, ent in zip(chunk, lps, refs, ents or [None] * len(chunk)):
+                    mask = torch.tensor(s.conv.generated_mask, dtype=torch.float32, device=device)
+                    old = torch.tensor(s.conv.logprobs, dtype=torch.float32, device=device)
+                    adv = torch.tensor(s.advantage, dtype=torch.float32, device=device)
+                    tok_loss, st = grpo_token_loss(lp, old, ref, adv, mask, clip_eps=args.clip_eps,
+                                                   kl_coef=args.kl_coef)
+                    total = total + tok_loss.sum() / g_tokens
+                    if anchor:
+                        smask = torch.tensor(structural_mask(s.conv.token_ids, s.conv.generated_mask, struct_ids),
+                                             dtype=torch.float32, device=device)
+                        total = total + anchor_loss(lp, smask, args.anchor_lambda, g_struct)
+                    if not dummy and epoch == 0:
+                        sums["kl"] += float((st["kl"] * mask).sum())
+                        sums["clipped"] += float((st["clipped"] * mask).sum())
+                        sums["entropy"] += float((ent * mask).sum()) if ent is not None else 0.0
+                        sums["pg_loss"] += float(tok_loss.detach().sum())
+                        sums["tokens"] += float(mask.sum())
+                    if not dummy and epoch == args.update_epochs - 1 and args.update_epochs > 1:
+                        sums["clipped_last"] += float((st["clipped"] * mask).sum())
+                if dummy:
+                    total = total * 0.0
+                (total * dist.world).backward()  # DDP averages over processes -> global token mean
+                if not dummy:
+                    sums["loss"] += float(total.detach()) * dist.world  # the mean over processes is then the global loss
+        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                                   args.max_grad_norm)
+        optimizer.step()
+        sums["grad_norm"] = float(grad_norm)
+    tok = max(sums["tokens"], 1.0)
+    return {"loss": sums["loss"] / args.update_epochs, "kl": sums["kl"] / tok,
+            "clip_fraction": (sums["clipped_last"] if args.update_epochs > 1 else sums["clipped"]) / tok,
+            "entropy": sums["entropy"] / tok, "grad_norm": sums["grad_norm"], "trained_tokens": sums["tokens"]}
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ============================================================================================
+# evaluation
+# ============================================================================================
+def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000) -> dict[str, float]:
+    """Validation episodes 0..eval_episodes-1 (episode i reset with seed + i, so gating draws the
+    same K every evaluation), split across processes, one rollout each at --eval-temperature."""
+    mine = [i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
+    rows = []
+    for start in range(0, len(mine), len(env_pool)):
+        idx = mine[start:start + len(env_pool)]
+        rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
+                              temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                              sub_max_new_tokens=args.subagent_max_new_tokens, think_prefix=args.think_prefix,
+                              gen_seed=derive_seed(seed, start, dist.rank),
+                              reset_options=[{"episode_index": i} for i in idx])
+        rows += [{"family": r.info["family"], "correct": float(bool(r.info.get("correct"))),
+                  "format": float(r.info.get("format_reward", 0.0)),
+                  "tools": float(r.info.get("num_tool_calls", 0))} for r in rs]
+    if dist.world > 1:
+        gathered = [None] * dist.world
+        torch.distributed.all_gather_object(gathered, rows)
+        rows = [x for part in gathered for x in part]
+    out = {"accuracy": float(np.mean([r["correct"] for r in rows])),
+           "format_reward": float(np.mean([r["format"] for r in rows])),
+           "tool_calls_per_rollout": float(np.mean([r["tools"] for r in rows]))}
+    fam = defaultdict(list)
+    for r in rows:
+        fam[r["family"]].append(r["correct"])
+    for f, v in sorted(fam.items()):
+        out[f"accuracy/{f}"] = float(np.mean(v))
+    return out
+
+
+# ============================================================================================
+# checkpoints
+# ============================================================================================
+def rng_state() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(s: dict) -> None:
+    random.setstate(s["python"])
+    np.random.set_state(s["numpy"])
+    torch.set_rng_state(s["torch"])
+    if s.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, history) -> Path:
+    ckdir = run_dir / "checkpoints"
+    ckdir.mkdir(parents=True, exist_ok=True)
+    path = ckdir / f"step_{step:06d}.pt"
+    tmp = path.with_suffix(".tmp")
+    torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "rng": rng_state(), "args": dataclasses.asdict(args), "history": history}, tmp)
+    os.replace(tmp, path)
+    (ckdir / "latest").write_text(path.name)
+    return path
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    f = run_dir / "checkpoints" / "latest"
+    if f.is_file():
+        p = run_dir / "checkpoints" / f.read_text().strip()
+        if p.is_file():
+            return p
+    return None
+
+
+# ============================================================================================
+# the training loop
+# ============================================================================================
+def hparams_table(args) -> str:
+    rows = "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items())
+    return f"|param|value|\n|-|-|\n{rows}"
+
+
+def resolve_run_dir(args) -> Path:
+    name = args.run_name or f"{args.exp_name}__s{args.seed}"
+    run_dir = Path(args.runs_dir) / name
+    if args.resume and not args.run_name:  # the newest run of this name (with or without a time suffix)
+        found = [d for d in Path(args.runs_dir).glob(f"{name}*") if latest_checkpoint(d) is not None
+                 and (d.name == name or d.name[len(name):].startswith("__"))]
+        if found:
+            return max(found, key=lambda d: latest_checkpoint(d).stat().st_mtime)
+    if not args.resume and not args.run_name and run_dir.exists() and any(run_dir.iterdir()):
+        run_dir = Path(args.runs_dir) / f"{name}__{int(time.time())}"
+    return run_dir
+
+
+def train(args) -> list[dict]:
+    """Run GRPO with `args`; returns the per-step metrics of the steps run (rank 0; others [])."""
+    import copy
+
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    torch.set_num_threads(args.torch_threads)
+    dist, device = setup_distributed(args.device)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+
+    run_dir = resolve_run_dir(args)
+    if dist.world > 1:  # every process must agree on the folder (rank 0's time suffix)
+        obj = [str(run_dir)]
+        torch.distributed.broadcast_object_list(obj, src=0)
+        run_dir = Path(obj[0])
+    resume_from = latest_checkpoint(run_dir) if args.resume else None
+    if args.resume and resume_from is None and dist.main:
+        print(f"--resume: no checkpoint in {run_dir}/checkpoints; starting from step 0", file=sys.stderr)
+
+    if dist.world > 1 and not dist.main:
+        torch.distributed.barrier()  # rank 0 builds the default checkpoint first (if needed)
+    model_path = resolve_model(args)
+    if dist.world > 1 and dist.main:
+        torch.distributed.barrier()
+    policy = load_policy(model_path, device)
+    model = policy.model
+    ref_model = None
+    if args.kl_coef != 0:
+        ref_model = copy.deepcopy(model).eval()
+        for p in ref_model.parameters():
+            p.requires_grad_(False)
+    if args.freeze_vision:
+        for name, p in model.named_parameters():
+            if ".visual." in f".{name}":
+                p.requires_grad_(False)
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
+    start_step, history = 0, []
+    if resume_from is not None:
+        ck = torch.load(resume_from, map_location=device, weights_only=False)
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+        set_rng_state(ck["rng"])
+        start_step = int(ck["step"])
+        history = list(ck.get("history", []))
+    ddp_model = None
+    if dist.world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    struct_ids = structural_ids(policy.tokenizer)
+
+    writer = None
+    if dist.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        writer = SummaryWriter(str(run_dir), purge_step=start_step + 1 if start_step else None)
+        writer.add_text("hyperparameters", hparams_table(args) + f"\n\nmodel: {model_path}, world size {dist.world}")
+        (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+
+    n_env = args.prompts_per_step * args.group_size
+    train_envs = [make_env(args, "train", policy) for _ in range(n_env)]
+    eval_envs = [make_env(args, "validation", policy) for _ in range(min(max(args.eval_episodes, 1), 32))]
+
+    def run_eval(step):
+        model.eval()
+        m = evaluate(policy, eval_envs, args, dist)
+        model.train()
+        if writer is not None:
+            for k, v in m.items():
+                writer.add_scalar(f"eval/{k}", v, step)
+        return m
+
+    if args.eval_every and start_step == 0:
+        m = run_eval(0)
+        if dist.main:
+            history.append({"step": 0, **{f"eval/{k}": v for k, v in m.items()}})
+    bar = tqdm(range(start_step, args.total_steps), initial=start_step, total=args.total_steps,
+               disable=not (args.progress and dist.main), desc=args.exp_name, dynamic_ncols=True)
+    new_history = []
+    for step0 in bar:
+        step = step0 + 1
+        t0 = time.perf_counter()
+        timer = Timer()
+        prompt_seeds = [derive_seed(args.seed, step, dist.rank, p) for p in range(args.prompts_per_step)]
+        seeds = [prompt_seeds[i // args.group_size] for i in range(n_env)]
+        groups = [i // args.group_size for i in range(n_env)]
+        model.eval()
+        rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature, top_p=args.top_p,
+                                    max_new_tokens=args.max_new_tokens,
+                                    sub_max_new_tokens=args.subagent_max_new_tokens, think_prefix=args.think_prefix,
+                                    gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
+        model.train()
+        adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
+                                 group_norm=args.group_norm, batch_norm=args.batch_norm)
+        seqs = []
+        for r, a in zip(rollouts, adv):
+            seqs.append(TrainSeq(r.conv, float(a), "main"))
+            if args.train_subagents:
+                seqs += [TrainSeq(c, float(a), "sub") for c in r.sub_convs]
+        with timer("backward"):
+            upd = grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
+        stats = rollout_stats(rollouts)
+        gen_tokens = sum(r.gen_tokens for r in rollouts)
+        elapsed = time.perf_counter() - t0
+        metrics = {f"train/{k}": v for k, v in stats.items()}
+        metrics.update({f"train/{k}": v for k, v in upd.items()})
+        metrics["train/advantage_abs"] = float(np.mean(np.abs(adv)))
+        metrics["train/main_tokens_per_rollout"] = float(np.mean([r.main_tokens for r in rollouts]))
+        metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
+        metrics = reduce_metrics(metrics, dist)
+        tot_tokens = reduce_sum(gen_tokens, dist)
+        metrics["perf/step_seconds"] = elapsed
+        metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
+        for k, v in timer.totals.items():
+            metrics[f"perf/{k}_seconds"] = v
+        if args.eval_every and (step % args.eval_every == 0 or step == args.total_steps):
+            m = run_eval(step)
+            metrics.update({f"eval/{k}": v for k, v in m.items()})
+        if dist.main:
+            for k, v in metrics.items():
+                if not k.startswith("eval/"):
+                    writer.add_scalar(k, v, step)
+            writer.flush()
+            rec = {"step": step, **metrics}
+            history.append(rec)
+            new_history.append(rec)
+            bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward']:.2f}",
+                            acc=f"{metrics['train/accuracy']:.2f}", tools=f"{metrics['train/tool_calls_per_rollout']:.2f}",
+                            s=f"{elapsed:.1f}")
+        last = step == args.total_steps
+        if dist.main and ((args.checkpoint_every and step % args.checkpoint_every == 0) or last):
+            save_training_checkpoint(run_dir, step, model, optimizer, args, history)
+        if last and dist.main:
+            from agents.lmm.tiny_qwen import save_checkpoint
+
+            save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor)
+    for e in train_envs + eval_envs:
+        e.close()
+    if writer is not None:
+        writer.close()
+        (run_dir / "history.json").write_text(json.dumps(history, indent=1))
+    if dist.world > 1:
+        torch.distributed.barrier()
+    return new_history
+
+
+def _comm_device() -> torch.device:
+    backend = torch.distributed.get_backend()
+    return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+
+def reduce_metrics(metrics: dict[str, float], dist: Dist) -> dict[str, float]:
+    """Mean of each scalar over processes (every process logs the same keys in the same order...
+    except reward components, which every process also has: the env reports all terms)."""
+    if dist.world == 1:
+        return metrics
+    keys = sorted(metrics)
+    t = torch.tensor([metrics[k] for k in keys], dtype=torch.float64, device=_comm_device())
+    torch.distributed.all_reduce(t)
+    return {k: float(v) / dist.world for k, v in zip(keys, t)}
+
+
+def reduce_sum(x: float, dist: Dist) -> float:
+    if dist.world == 1:
+        return float(x)
+    t = torch.tensor([float(x)], dtype=torch.float64, device=_comm_device())
+    torch.distributed.all_reduce(t)
+    return float(t)
+
+
+def main_for(args_cls, argv=None, description: str = "") -> list[dict]:
+    args = parse_args(args_cls, argv, description)
+    try:
+        return train(args)
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

@@ -1,0 +1,38 @@
+"""Vanilla GRPO on ParaVT-LongVideo-v0: every PARA-GRPO mechanism off (the paper's "+ SFT + GRPO" row).
+
+    python trainers/grpo.py                            # default run: tiny strong-prior model, CPU
+    python trainers/grpo.py --frame-budget 16 --model path/to/checkpoint
+    torchrun --nproc_per_node=2 trainers/grpo.py
+
+No think prefix, default format weights, no anchor bonus or penalty, no R_tool, a fixed
+frame budget K = 64 (the Tool Necessity Gap setting). Same schedule and machinery as
+trainers/para_grpo.py (trainers/core.py); only the defaults differ.
+"""
+
+import os
+import sys
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from trainers.core import GRPOArgs, main_for  # noqa: E402
+
+
+@dataclass
+class Args(GRPOArgs):
+    exp_name: str = "grpo"
+    think_prefix: bool = False
+    answer_suffix: bool = False
+    anchor_lambda: float = 0.0
+    penalty_gamma: float = 0.0
+    tool_reward: bool = False
+    nframes_gating: bool = False
+    frame_budget: int = 64
+
+
+def main(argv=None):
+    return main_for(Args, argv, __doc__)
+
+
+if __name__ == "__main__":
+    main()
