@@ -273,3 +273,18 @@ def test_gating_budget_is_a_function_of_the_prompt_seed():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={"PYTHONHASHSEED": "12345", "PATH": ""}).stdout  # another hash salt than this process
     assert out == f"{core.derive_seed(1, 3, 0, 0)}\n"
+
+
+def test_sweep_runs_rows_and_writes_table_and_plot(tiny_dir, tmp_path):
+    from trainers import sweep
+
+    sweep.main(["--rows", "grpo,full", "--out", str(tmp_path / "out"), *tiny_argv(tiny_dir, tmp_path / "runs")])
+    table = (tmp_path / "out" / "sweep.md").read_text()
+    assert "| grpo |" in table and "| full |" in table
+    assert (tmp_path / "out" / "sweep.png").stat().st_size > 1000
+    import json
+
+    result = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert result["grpo"]["steps"] == 2 and "--no-think-prefix" in result["grpo"]["flags"]
+    with pytest.raises(SystemExit):
+        sweep.main(["--rows", "nonsense"])
