@@ -162,11 +162,14 @@ def test_logprob_anchor_touches_structural_positions_only(policy):
 
 
 # ------------------------------------------------------------------ rollouts with sub-agents
-def test_rollout_with_parallel_subagents(policy):
-    """A forced tool-calling first turn: crops go to the policy playing the sub-agents (batched),
-    their answers come back as tool responses (masked), and the episode is scored by the env."""
-    args = GRPOArgs(think_prefix=True, frame_size=28, dataset_size=60, max_turns=2, tool_reward=True)
-    envs = [core.make_env(args, "train") for _ in range(2)]
+@pytest.mark.parametrize("subagent", ["policy", "oracle"])
+def test_rollout_with_parallel_subagents(policy, subagent):
+    """A forced tool-calling first turn: crops go to the policy playing the sub-agents (batched)
+    or to the world's oracle; the answers come back as tool responses (masked), and the episode
+    is scored by the env."""
+    args = GRPOArgs(think_prefix=True, frame_size=28, dataset_size=60, max_turns=2, tool_reward=True,
+                    subagent=subagent)
+    envs = [core.make_env(args, "train", policy) for _ in range(2)]
     real = policy.generate
     call = '{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}'
 
@@ -191,8 +194,11 @@ def test_rollout_with_parallel_subagents(policy):
     finally:
         policy.generate = real
     for r in rs:
-        assert r.done and r.info["num_tool_calls"] == 2 and len(r.sub_convs) == 2
+        assert r.done and r.info["num_tool_calls"] == 2
+        assert len(r.sub_convs) == (2 if subagent == "policy" else 0)
         assert all(any(c.generated_mask) for c in r.sub_convs)
+        if subagent == "oracle":
+            assert policy.tokenizer.decode(r.conv.token_ids).count("Scenes:") == 2
         assert r.info["reward_components"]["tool/executed"] > 0
         text = policy.tokenizer.decode(r.conv.token_ids)
         assert text.count("<tool_response>") == 2

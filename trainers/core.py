@@ -109,6 +109,9 @@ class GRPOArgs:
     micro_batch_size: int = arg(16, "sequences per forward/backward chunk")
     freeze_vision: bool = arg(True, "freeze the vision tower (RL adapts the language model; no backward through "
                                     "the image encoder, the bulk of CPU step time)")
+    subagent: str = arg("policy", "who summarises each crop: policy (the model itself, as in the paper) or oracle "
+                        "(the world's truthful caption of the crop's frames: for models too small to see needles)",
+                        choices=("policy", "oracle"))
     train_subagents: bool = arg(True, "sub-agent turns share the episode reward and are trained (PAPER defect 4)")
     # logging / eval / checkpoints
     eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = never")
@@ -289,7 +292,8 @@ def make_env(args, split: str, policy=None):
         split=split, world_seed=args.world_seed, dataset_size=args.dataset_size,
         frame_budget=args.frame_budget, nframes_gating=args.nframes_gating, dispatch=args.dispatch,
         max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
-        subagent=LMMSubagent(policy, args.subagent_max_new_tokens) if policy is not None else "oracle",
+        subagent=(LMMSubagent(policy, args.subagent_max_new_tokens)
+                  if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
         reward_config=reward_config(args))
@@ -364,8 +368,12 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             else:
                 pending.append((r, results))
         if pending:
-            jobs = [(r, res) for r, results in pending for res in results if res.ok]
+            # the env's own oracle writes summaries when configured so; the policy answers the rest
+            jobs = [(r, res) for r, results in pending if r.env.subagent != "oracle" for res in results if res.ok]
             summaries: dict[int, str] = {}
+            for r, results in pending:
+                if r.env.subagent == "oracle":
+                    summaries.update({id(res): text for res, text in zip(results, r.env.summarize(results))})
             if jobs:
                 with timer("env"):
                     sub_convs = [policy.start(subagent_messages(res.frames, res.window, r.env.episode.question.prompt()))
