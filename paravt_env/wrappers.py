@@ -30,8 +30,12 @@ question                family one-hot, the scene the question names (one-hot), 
 options (per option)    valid flag, colour / shape / scene / number one-hots parsed from the text
 perception              per segment: share of its overview frames in the question's scene; per
                         option: object seen (anywhere / in the question's scene), first sighting
-                        time, share of overview frames in the option's scene, and (numbers) the
-                        signed gap to the count of distinct objects seen in the question's scene
+                        time, share of overview frames in the option's scene, (numbers) the signed
+                        gap to and equality with the count of distinct objects seen in the
+                        question's scene, whether its object was sighted first of all options,
+                        and a *support* score on one scale for every option kind (object seen in
+                        the named scene / sighted first; scene seen; count close to the objects
+                        seen): a hand-made evidence match, computed from perception only
 ======================  ==========================================================================
 
 Objects are detected by colour (a tolerance around each ``world.COLOURS`` entry) and shape
@@ -53,6 +57,8 @@ from .questions import FAMILIES, LETTERS
 from .world import COLOURS, NEEDLE_SCALE, SCENE_NAMES, SCENES, SHAPES, shape_mask
 
 MCQ_FAMILIES = ("needle", "counting", "temporal_order", "global")
+BLOCKS = ("overview", "crops", "question", "options", "perception")
+PER_OPTION = 8  # perception features per option
 MAX_NUMBER = 16  # counting options are one-hot over 0..MAX_NUMBER-1 (larger values clip)
 COLOUR_TOL = 30  # max per-channel distance of a pixel to a needle colour
 MIN_PIXELS = 3  # a colour blob smaller than this is noise
@@ -186,11 +192,15 @@ class StructuredActionWrapper(gym.Wrapper):
         num_segments: B, the equal segments the crop part chooses from.
         n_crops: crop slots per episode (at most the env's ``max_calls_per_turn``).
         n_options: answer slots; a question with more options raises at reset.
+        blocks: which observation blocks to concatenate, in this order (default: all of
+            ``BLOCKS``); e.g. ``("question", "options", "perception")`` drops the per-frame
+            and per-crop pixel statistics for a smaller, faster-to-learn vector.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
-    def __init__(self, env: gym.Env, num_segments: int = 8, n_crops: int = 4, n_options: int = 4):
+    def __init__(self, env: gym.Env, num_segments: int = 8, n_crops: int = 4, n_options: int = 4,
+                 blocks: tuple[str, ...] = None):
         super().__init__(env)
         base = env.unwrapped
         if not 1 <= num_segments <= 64 or not 1 <= n_options <= len(LETTERS):
@@ -206,13 +216,17 @@ class StructuredActionWrapper(gym.Wrapper):
         self.matcher = ShapeMatcher(base.frame_size)
         self.min_fraction = MIN_PIXELS / float(base.frame_size[0] * base.frame_size[1])
         self.action_space = spaces.MultiDiscrete([self.B + 1] * self.n_crops + [self.n_options])
-        self.blocks = {
+        sizes = {
             "overview": self.K * (C + S),
             "crops": self.n_crops * ((self.B + 1) + C + S),
             "question": len(FAMILIES) + (S + 1) + 1,
             "options": self.n_options * (1 + C + SH + S + MAX_NUMBER),
-            "perception": self.B + self.n_options * 6,
+            "perception": self.B + self.n_options * PER_OPTION,
         }
+        blocks = BLOCKS if blocks is None else tuple(blocks)
+        if not blocks or len(set(blocks)) != len(blocks) or not set(blocks) <= set(BLOCKS):
+            raise ValueError(f"blocks must be distinct names among {BLOCKS}, got {blocks!r}")
+        self.blocks = {b: sizes[b] for b in blocks}  # name -> width, in observation order
         dim = sum(self.blocks.values())
         self.observation_space = spaces.Box(-1.0, 1.0, (dim,), np.float32)
         self.phase = None
@@ -302,28 +316,41 @@ class StructuredActionWrapper(gym.Wrapper):
 
     # ---- observation ---------------------------------------------------------------------------
     def _observation(self, final: bool = False) -> np.ndarray:
+        make = {"overview": self._overview_block, "crops": self._crops_block,
+                "question": lambda: self._question_block(final), "options": self._options_block,
+                "perception": self._perception}
+        obs = np.concatenate([make[b]() for b in self.blocks]).astype(np.float32)
+        return np.clip(obs, -1.0, 1.0)
+
+    def _overview_block(self) -> np.ndarray:
         parts = []
-        # overview frames
         for i in range(self.K):
             parts.append(np.clip(self.ov_frac[i] * 10.0, 0.0, 1.0))
             parts.append(_one_hot(int(self.ov_scene[i]), S))
-        # crop slots
+        return np.concatenate(parts)
+
+    def _crops_block(self) -> np.ndarray:
+        parts = []
         for seg in self.slot_segments:
             parts.append(_one_hot(seg, self.B + 1))
             feats = self.crop_feats.get(seg) if seg > 0 else None
-            if feats is None:
+            if feats is None or len(feats[0]) == 0:
                 parts.append(np.zeros(C + S, np.float32))
             else:
                 frac, scenes, _, _ = feats
-                parts.append((frac >= self.min_fraction).mean(0).astype(np.float32) if len(frac)
-                             else np.zeros(C, np.float32))
-                parts.append(np.bincount(scenes, minlength=S).astype(np.float32) / max(1, len(scenes)))
-        # question
+                parts.append((frac >= self.min_fraction).mean(0).astype(np.float32))
+                parts.append(np.bincount(scenes, minlength=S).astype(np.float32) / len(scenes))
+        return np.concatenate(parts)
+
+    def _question_block(self, final: bool) -> np.ndarray:
         q = self.env.unwrapped.episode.question
-        parts.append(_one_hot(FAMILIES.index(q.family) if q.family in FAMILIES else -1, len(FAMILIES)))
-        parts.append(_one_hot(self.question_scene if self.question_scene >= 0 else S, S + 1))
-        parts.append(np.array([1.0 if self.phase == 1 or final else 0.0], np.float32))
-        # options
+        return np.concatenate([
+            _one_hot(FAMILIES.index(q.family) if q.family in FAMILIES else -1, len(FAMILIES)),
+            _one_hot(self.question_scene if self.question_scene >= 0 else S, S + 1),
+            np.array([1.0 if self.phase == 1 or final else 0.0], np.float32)])
+
+    def _options_block(self) -> np.ndarray:
+        parts = []
         for j in range(self.n_options):
             if j < len(self.options_parsed):
                 colour, shape, scene, number = self.options_parsed[j]
@@ -331,9 +358,7 @@ class StructuredActionWrapper(gym.Wrapper):
                           _one_hot(min(number, MAX_NUMBER - 1) if number >= 0 else -1, MAX_NUMBER)]
             else:
                 parts.append(np.zeros(1 + C + SH + S + MAX_NUMBER, np.float32))
-        parts.append(self._perception())
-        obs = np.concatenate(parts).astype(np.float32)
-        return np.clip(obs, -1.0, 1.0)
+        return np.concatenate(parts)
 
     def _sightings(self):
         """Every frame seen so far: (time, scene, objects), overview and crops together."""
@@ -360,7 +385,7 @@ class StructuredActionWrapper(gym.Wrapper):
                     in_scene.add(obj)
         seen_colours = {c for c, _ in first}
         count = len(in_scene)
-        per_option = np.zeros((self.n_options, 6), np.float32)
+        per_option = np.zeros((self.n_options, PER_OPTION), np.float32)
         for j, (colour, shape, scene, number) in enumerate(self.options_parsed):
             if colour >= 0:
                 key = (colour, shape)
@@ -372,6 +397,18 @@ class StructuredActionWrapper(gym.Wrapper):
             if number >= 0 and self.question_scene >= 0:
                 per_option[j, 4] = np.clip((number - count) / 8.0, -1.0, 1.0)
                 per_option[j, 5] = 1.0 if number == count else 0.0
+        # earliest sighting among the options' objects (temporal order as a per-option bit)
+        times = [first.get((c, sh), np.inf) if c >= 0 else np.inf for c, sh, _, _ in self.options_parsed]
+        if times and np.isfinite(min(times)):
+            per_option[int(np.argmin(times)), 6] = 1.0
+        # support: how well what was seen fits the option, one scale for every option kind
+        for j, (colour, shape, scene, number) in enumerate(self.options_parsed):
+            if colour >= 0:  # an object: seen in the scene the question names, else sighted first
+                per_option[j, 7] = per_option[j, 1] if self.question_scene >= 0 else per_option[j, 6]
+            elif scene >= 0:  # a scene: seen in the overview
+                per_option[j, 7] = 1.0 if per_option[j, 3] > 0 else 0.0
+            elif number >= 0 and self.question_scene >= 0:  # a count: close to the objects seen
+                per_option[j, 7] = max(0.0, 1.0 - abs(number - count) / 3.0)
         return np.concatenate([seg_match, per_option.reshape(-1)])
 
     def render(self):
@@ -381,7 +418,8 @@ class StructuredActionWrapper(gym.Wrapper):
 def make_structured_env(split: str = "train", seed: int = 0, size: int = 6000, frame_budget: int = 16,
                         frame_size: tuple[int, int] = (32, 32), crop_max_frames: int = 32,
                         families: tuple[str, ...] = MCQ_FAMILIES, num_segments: int = 8, n_crops: int = 4,
-                        n_options: int = 4, **env_kwargs) -> StructuredActionWrapper:
+                        n_options: int = 4, blocks: tuple[str, ...] | None = None,
+                        **env_kwargs) -> StructuredActionWrapper:
     """``ParaVT-LongVideo-v0`` on the MCQ families, wrapped in :class:`StructuredActionWrapper`."""
     from .env import ParaVTLongVideoEnv
     from .sources import SyntheticDataset
@@ -391,4 +429,5 @@ def make_structured_env(split: str = "train", seed: int = 0, size: int = 6000, f
     env = ParaVTLongVideoEnv(dataset=SyntheticDataset(split, seed=seed, size=size, families=families),
                              frame_budget=frame_budget, frame_size=frame_size,
                              crop_max_frames=crop_max_frames, **env_kwargs)
-    return StructuredActionWrapper(env, num_segments=num_segments, n_crops=n_crops, n_options=n_options)
+    return StructuredActionWrapper(env, num_segments=num_segments, n_crops=n_crops, n_options=n_options,
+                                   blocks=blocks)
