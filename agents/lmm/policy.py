@@ -115,22 +115,33 @@ class _StopOnStrings(StoppingCriteria):
     (a stop string of n bytes spans at most n + 1 byte-level tokens), never the forced prefix."""
 
     def __init__(self, tokenizer, stops: Sequence[str], prompt_len: int):
-        self.tok, self.stops, self.prompt_len = tokenizer, list(stops), prompt_len
+        self.tok, self.prompt_len = tokenizer, prompt_len
+        # A stop string that is an added token (the structural tags) can only appear as that
+        # token, so it is checked by id, batched; only the others need decoding, which costs a
+        # Python call per row per step.
+        vocab = tokenizer.get_added_vocab()
+        self.stop_ids = [vocab[s] for s in stops if s in vocab]
+        self.stops = [s for s in stops if s not in vocab]
         self.window = max((len(s.encode()) for s in self.stops), default=0) + 1
         self.stopped_at: dict[int, int] = {}  # row -> number of generated tokens incl. the stop
 
     def __call__(self, input_ids, scores, **kwargs):
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         n_gen = input_ids.shape[1] - self.prompt_len
-        for row in range(input_ids.shape[0]):
-            if row in self.stopped_at:
-                done[row] = True
-                continue
-            tail = input_ids[row, input_ids.shape[1] - min(n_gen, self.window):].tolist()
-            text = self.tok.decode(tail, skip_special_tokens=False)
-            if any(s in text for s in self.stops):
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if self.stopped_at:
+            done[list(self.stopped_at)] = True
+        if self.stop_ids:
+            hit = torch.isin(input_ids[:, -1], torch.tensor(self.stop_ids, device=input_ids.device)) & ~done
+            for row in hit.nonzero().flatten().tolist():
                 self.stopped_at[row] = n_gen
-                done[row] = True
+            done |= hit
+        if self.stops:
+            for row in (~done).nonzero().flatten().tolist():
+                tail = input_ids[row, input_ids.shape[1] - min(n_gen, self.window):].tolist()
+                text = self.tok.decode(tail, skip_special_tokens=False)
+                if any(s in text for s in self.stops):
+                    self.stopped_at[row] = n_gen
+                    done[row] = True
         return done
 
 
