@@ -8,6 +8,10 @@ worse under sampling. Writes benchmarks/results/prior.json and prior.md.
 
     python benchmarks/prior.py                       # builds the default checkpoints if missing
     python benchmarks/prior.py --strong DIR --weak DIR --episodes 48
+    python benchmarks/prior.py --strong S/cold_start --weak W/cold_start --device cuda --episodes 240
+    python benchmarks/prior.py --strong DIR --only strong --settings t0.7/K64,t0.7/gating   # quick look
+
+A checkpoint may be the cold_start directory or the build directory above it.
 """
 
 from __future__ import annotations
@@ -36,23 +40,40 @@ def main(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=96, help="tokens per assistant turn")
     p.add_argument("--also-base", action="store_true", help="also evaluate the stage-1 base checkpoints")
     p.add_argument("--out", default="benchmarks/results/prior", help="output path stem (.json and .md)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    p.add_argument("--batch-size", type=int, default=64, help="episodes rolled out together")
+    p.add_argument("--only", choices=("strong", "weak"), help="evaluate one prior only")
+    p.add_argument("--settings", default=",".join(f"{l}/{'gating' if g else 'K64'}" for l, _, g in SETTINGS),
+                   help="comma list of settings to run (default: all four)")
     a = p.parse_args(argv)
-    ckpts = {"strong": a.strong or str(default_checkpoint("strong")), "weak": a.weak or str(default_checkpoint("weak"))}
+    ckpts = {}
+    for prior in ("strong", "weak"):
+        if a.only and prior != a.only:
+            continue
+        path = getattr(a, prior) or str(default_checkpoint(prior))
+        if (Path(path) / "cold_start" / "config.json").is_file():
+            path = str(Path(path) / "cold_start")
+        ckpts[prior] = path
+    wanted = set(a.settings.split(","))
     if a.also_base:
         ckpts.update({f"{k}-base": str(Path(v).parent / "base") for k, v in list(ckpts.items())})
-    results = {"episodes": a.episodes, "max_new_tokens": a.max_new_tokens, "models": {}}
+    results = {"episodes": a.episodes, "max_new_tokens": a.max_new_tokens, "device": a.device, "models": {}}
     for name, path in ckpts.items():
         policy, wc = TransformersPolicy(path, device=a.device), world_config_of(path)
         info = checkpoint_info(path)
-        entry = {"checkpoint": path, "build": {k: info.get(k) for k in ("corpus", "stage1_seconds", "stage2_seconds",
-                                                                       "total_seconds")}, "settings": {}}
+        entry = {"checkpoint": path, "build": {k: info.get(k) for k in ("corpus", "corpus_stats", "stage1_seconds",
+                                                                       "stage2_seconds", "total_seconds")},
+                 "build_args": {k: info.get("args", {}).get(k) for k in ("preset", "stage1_steps", "stage2_steps",
+                                                                         "batch_size", "budgets", "device")},
+                 "settings": {}}
         for label, temp, gating in SETTINGS:
+            key = f"{label}/{'gating' if gating else 'K64'}"
+            if key not in wanted:
+                continue
             t = time.time()
             s = summarize(rollouts(policy, wc, episodes=a.episodes, temperature=temp, gating=gating,
-                                   max_new_tokens=a.max_new_tokens))
+                                   max_new_tokens=a.max_new_tokens, batch_size=a.batch_size))
             s["seconds"] = time.time() - t
-            key = f"{label}/{'gating' if gating else 'K64'}"
             entry["settings"][key] = s
             print(name, key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in s.items()
                               if k != "correct_by_family"}, flush=True)

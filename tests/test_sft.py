@@ -20,8 +20,8 @@ WC = WorldConfig(frame_size=(28, 28), crop_max_frames=4)
 
 @pytest.fixture(scope="module")
 def corpora():
-    native = build_corpus(3, 3, 4, "native", seed=0, wc=WC, budgets=(4,))
-    paravt = build_corpus(0, 3, 4, "paravt", seed=1, wc=WC, budgets=(4,), index_offset=3000)
+    native = build_corpus(3, 3, 4, "native", seed=0, wc=WC, budgets=(4,), oracle_fraction=0.5)
+    paravt = build_corpus(0, 3, 4, "paravt", seed=1, wc=WC, budgets=(4,), index_range=(3000, 6000), oracle_fraction=0.5)
     return native, paravt
 
 
@@ -117,3 +117,40 @@ def test_default_checkpoint_builds(tmp_path):
     path = default_checkpoint("weak", cache_dir=str(tmp_path), progress=False, stage1_steps=2, stage2_steps=2,
                               stage1_caption=8, stage1_direct=8, stage2_tool=4, stage2_direct=4, stage2_caption=2)
     TransformersPolicy(path)
+
+
+def test_corpus_teaches_when_tools_are_needed(corpora):
+    """Direct answers only where the overview shows the evidence, tool traces only where it does
+    not, and every kept final answer is correct (keep_wrong=0)."""
+    for s in corpora[0] + corpora[1]:
+        if s.kind == "caption":
+            continue
+        assert s.meta["correct"] or s.meta["accuracy"] >= 0.5
+        assert s.meta["visible"] == (s.kind == "direct")
+        first = s.assistant_texts[0]
+        assert ("no crop is needed" in first) == (s.kind == "direct")
+
+
+def test_evidence_visible_matches_tool_necessity_rule():
+    from agents.lmm.corpus import evidence_visible
+    ev = [(10.0, 12.0), (50.0, 51.0)]
+    assert evidence_visible([11.0, 30.0], ev, "needle") and not evidence_visible([11.0, 30.0], ev, "counting")
+    assert evidence_visible([11.0, 50.5], ev, "temporal_order") and not evidence_visible([12.0], ev, "needle")
+    assert not evidence_visible([1.0], [], "global")
+
+
+def test_gpu_preset_and_explicit_flags_win():
+    sft = _sft()
+    a = sft.parse_args(["--preset", "gpu", "--stage1-steps", "7"])
+    assert a.stage1_steps == 7 and a.stage2_steps == sft.PRESETS["gpu"]["stage2_steps"] and a.batch_size == 32
+    assert sft.parse_args([]).stage1_steps == sft.Args().stage1_steps
+
+
+def test_default_checkpoint_prefers_shipped(tmp_path, monkeypatch):
+    import agents.lmm.default as d
+    ck = tmp_path / "tiny-strong" / "cold_start"
+    ck.mkdir(parents=True)
+    (ck / "config.json").write_text("{}")
+    monkeypatch.setattr(d, "SHIPPED_ROOT", tmp_path)
+    monkeypatch.delenv("PARAVT_NO_SHIPPED", raising=False)
+    assert d.default_checkpoint("strong", cache_dir=str(tmp_path / "cache")) == ck

@@ -7,10 +7,20 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
               (``paravt_env.multiagent.SUBAGENT_PROMPT``) -> the world's truthful caption of
               exactly those frames (``SyntheticVideo.caption``).
 ``direct``    the overview + question -> ``<think>...</think><answer>...</answer>`` (the
-              ``no_tool`` scripted agent's answer, i.e. what the overview shows).
-``tool``      a full multi-turn episode played IN THE ENVIRONMENT by a scripted agent
-              (``oracle`` or ``scene``): the assistant turns and the tool responses are the env's
-              own messages (``info["messages"]``); nothing of the env is re-implemented here.
+              ``no_tool`` scripted agent's answer), ONLY for (episode, K) whose overview shows the
+              evidence (:func:`evidence_visible`, the rule of ``benchmarks/tool_necessity.py``), so
+              direct answers are read off the frames, not guessed.
+``tool``      a full multi-turn episode played IN THE ENVIRONMENT by a scripted agent (``scene``,
+              the fair one that tiles the scene it found in the overview, and a fraction
+              ``oracle_fraction`` of ``oracle``), ONLY for (episode, K) whose overview does NOT show
+              the evidence: the tool is needed. The assistant turns and the tool responses are the
+              env's own messages (``info["messages"]``); nothing of the env is re-implemented here.
+
+Teaching *when* to call (the Tool Necessity Gap): the situation decides between the two kinds
+(evidence in the overview or not), and the think line says so truthfully ("The frame at 12.0 s
+shows it" vs "No overview frame shows it"). Samples whose final answer is wrong are dropped,
+except a fraction ``keep_wrong`` (default 0: none) for whoever wants some noise back; a
+scripted agent that guessed would otherwise teach guessing.
 
 Tool traces come in two dialects:
 
@@ -26,6 +36,7 @@ Every assistant turn starts with the env's think prefix ``<think>\\n``, which th
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -35,7 +46,9 @@ from agents.scripted import _QUESTION_SCENE_RE, make_agent
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn
-from paravt_env.sources import SyntheticDataset
+from paravt_env.rewards import accuracy_reward, is_correct
+from paravt_env.sources import SyntheticDataset  # noqa: F401
+from paravt_env.world import uniform_timestamps
 
 KINDS = ("caption", "direct", "tool")
 DIALECTS = ("paravt", "native")
@@ -82,17 +95,40 @@ def _think(text: str) -> str:
     return "<think>\n" + text.strip() + "\n"
 
 
+def evidence_visible(timestamps, evidence, family: str) -> bool:
+    """Does an overview at ``timestamps`` show the question's evidence? The rule of
+    ``benchmarks/tool_necessity.py``: a timestamp inside an evidence window; for counting and
+    temporal order inside EVERY window (the answer needs all of them), else inside any."""
+    ts = np.asarray(timestamps, dtype=np.float64)
+    hits = [bool(np.any((ts >= a) & (ts < b))) for a, b in evidence]
+    return bool(hits) and (all(hits) if family in ("counting", "temporal_order") else any(hits))
+
+
+def _evidence_frames(env) -> list[float]:
+    """Overview timestamps that fall inside an evidence window (what a direct answer reads)."""
+    ts = np.asarray(env.overview.timestamps, dtype=np.float64)
+    ev = env.episode.question.evidence
+    return [float(t) for t in ts if any(a <= t < b for a, b in ev)]
+
+
 def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
-    """A short, truthful reasoning line (what the question asks, where the agent looks)."""
+    """A short, truthful reasoning line: what the question asks, whether the overview shows the
+    evidence (this is what decides between answering and cropping), where the agent looks."""
     q = env.episode.question
     m = _QUESTION_SCENE_RE.search(q.text)
     about = f"The question is about the {m.group(1)} scene." if m else "The question is about the whole video."
+    seen = _evidence_frames(env)
     if kind == "tool":
         spans = ", ".join(f"{a:.0f}-{b:.0f} s" for a, b in windows)
-        return f"{about} The overview is too coarse; I will crop {len(windows)} windows: {spans}."
+        why = ("No overview frame shows what I need" if not seen
+               else "The overview shows only part of what I need")
+        return f"{about} {why}; I will crop {len(windows)} windows: {spans}."
     if kind == "answer_after_tool":
         return f"The crops show what I need. The answer is {answer}."
-    return f"{about} From the overview frames, the answer is {answer}."
+    if seen:
+        shown = ", ".join(f"{t:.1f} s" for t in seen[:3])
+        return f"{about} The overview frames at {shown} show it, so no crop is needed. The answer is {answer}."
+    return f"{about} The overview shows nothing about it; I guess. The answer is {answer}."
 
 
 def render_turn(dialect: str, think: str, windows=None, answer: str | None = None,
@@ -128,9 +164,10 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     The conversation (tool responses included) is the env's own ``info["messages"]``."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
-    done, reward, turns = False, 0.0, 0
+    done, reward, turns, final = False, 0.0, 0, None
     while not done:
         windows, answer = _decision(agent.act(obs, info))
+        final = answer if answer is not None else final
         if windows:
             think = _think_body(agent, env.unwrapped, "tool", windows=windows)
         else:
@@ -139,9 +176,17 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         obs, reward, term, trunc, info = env.step(text)
         done, turns = term or trunc, turns + 1
     kind = "tool" if info["num_tool_calls"] else "direct"
+    q = env.unwrapped.episode.question
     return Sample(kind, dialect, _copy_messages(info["messages"]),
                   dict(index=index, k=k, agent=agent_name, family=info["family"], reward=float(reward),
-                       tool_calls=int(info["num_tool_calls"]), format=float(info.get("format_reward", 0.0))))
+                       tool_calls=int(info["num_tool_calls"]), format=float(info.get("format_reward", 0.0)),
+                       # the agent's decision scored by the env's own rules, whatever the dialect
+                       # (the env does not read the native "Answer: X" as an answer)
+                       correct=is_correct(acc := accuracy_reward(final, q.answer, q.answer_type, q.options),
+                                          q.answer_type),
+                       accuracy=float(acc), env_correct=bool(info.get("correct", False)),
+                       visible=evidence_visible(env.unwrapped.overview.timestamps,
+                                                env.unwrapped.episode.question.evidence, info["family"])))
 
 
 def _copy_messages(messages):
@@ -180,44 +225,118 @@ def random_window(episode, rng: np.random.Generator, max_len: float = 16.0) -> t
     else:
         centre = float(rng.uniform(0, d))
     start = float(np.clip(centre - length * rng.uniform(0.2, 0.8), 0.0, max(0.0, d - length)))
-    return round(start, 1), round(min(d, start + length), 1)
+    end = min(math.floor(d * 10) / 10, round(start + length, 1))  # rounding must not pass the video's end
+    start = min(round(start, 1), end - 0.5)
+    return max(0.0, start), end
 
 
 # ---------------------------------------------------------------------------------------------
 # corpora
 # ---------------------------------------------------------------------------------------------
 def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, *, seed: int,
-                 wc: WorldConfig, direct_dialect: str = "paravt", tool_agents=("oracle", "scene"),
-                 budgets=GATING, index_offset: int = 0, close_think_p: float = 0.3,
+                 wc: WorldConfig, direct_dialect: str = "paravt", oracle_fraction: float = 0.25,
+                 keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
+                 index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60,
                  progress=None) -> list[Sample]:
-    """``n_caption`` sub-agent samples, ``n_direct`` direct answers (``no_tool`` agent) and
-    ``n_tool`` tool-use traces in ``tool_dialect``, all from the TRAIN split. ``index_offset``
-    selects disjoint episode ranges for different stages."""
+    """``n_caption`` sub-agent samples, ``n_direct`` direct answers and ``n_tool`` tool-use traces
+    in ``tool_dialect``, all from the TRAIN split.
+
+    direct: (episode, K) drawn until the K-frame overview shows the evidence
+            (:func:`evidence_visible`), then the ``no_tool`` agent answers from it.
+    tool:   (episode, K) drawn until the overview does NOT show it; played by ``oracle`` with
+            probability ``oracle_fraction``, else by ``scene``.
+    Both: a sample whose final answer is wrong (``info["correct"]`` false and accuracy < 0.5, the
+    latter letting grounding answers with IoU >= 0.5 count) is redrawn, except with
+    probability ``keep_wrong``. ``max_tries`` draws per sample at most (then it is skipped, so the
+    corpus may come out a little smaller than asked; rare with the default world settings).
+    Episodes come from ``index_range`` = [lo, hi) of the train split (default: all of it;
+    ``index_offset`` shifts the draw, kept for backward compatibility)."""
     rng = np.random.default_rng(seed)
     env = wc.env("train", nframes_gating=True)
     ds = env.unwrapped.dataset
-    n_eps = len(ds)
+    lo, hi = index_range or (0, len(ds))
     samples: list[Sample] = []
 
     def pick():
-        return int((index_offset + rng.integers(n_eps)) % n_eps)
+        return int(lo + (index_offset + rng.integers(hi - lo)) % (hi - lo))
+
+    def draw(want_visible: bool):
+        for _ in range(max_tries):
+            i, k = pick(), int(rng.choice(budgets))
+            ep = ds[i]
+            vis = evidence_visible(uniform_timestamps(0.0, ep.source.duration, k), ep.question.evidence,
+                                   ep.question.family)
+            if vis == want_visible:
+                return i, k
+        return i, k
+
+    def play(agent, dialect, want_visible):
+        s = None
+        for _ in range(max_tries):
+            i, k = draw(want_visible)
+            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p)
+            if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
+                return s
+        return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
 
     for _ in range(n_caption):
         ep = ds[pick()]
         samples.append(caption_sample(ep, random_window(ep, rng), wc))
         progress and progress(1)
     for _ in range(n_direct):
-        samples.append(play_episode(env, "no_tool", direct_dialect, pick(), int(rng.choice(budgets)), rng,
-                                    close_think_p))
+        (x := play(lambda: "no_tool", direct_dialect, True)) is not None and samples.append(x)
         progress and progress(1)
-    for i in range(n_tool):
-        agent = tool_agents[i % len(tool_agents)]
-        s = play_episode(env, agent, tool_dialect, pick(), int(rng.choice(budgets)), rng, close_think_p)
-        samples.append(s)
+    for _ in range(n_tool):
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False)
+        x is not None and samples.append(x)
         progress and progress(1)
     env.close()
     order = rng.permutation(len(samples))
     return [samples[i] for i in order]
+
+
+def corpus_stats(samples: list[Sample]) -> dict:
+    """Counts per kind, agent and family, and the share of correct / evidence-visible samples."""
+    out: dict = {"kinds": {}, "agents": {}, "families": {}}
+    played = [s for s in samples if s.kind != "caption"]
+    for s in samples:
+        out["kinds"][s.kind] = out["kinds"].get(s.kind, 0) + 1
+    for s in played:
+        out["agents"][s.meta["agent"]] = out["agents"].get(s.meta["agent"], 0) + 1
+        key = f"{s.kind}/{s.meta['family']}"
+        out["families"][key] = out["families"].get(key, 0) + 1
+    if played:
+        out["correct"] = float(np.mean([s.meta["correct"] for s in played]))
+        for kind in ("direct", "tool"):
+            ks = [s for s in played if s.kind == kind]
+            if ks:
+                out[f"{kind}_visible"] = float(np.mean([s.meta["visible"] for s in ks]))
+    return out
+
+
+def encoded_chunk(tokenizer, n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, kwargs: dict):
+    """Worker entry point (importable, so ``spawn`` pools can run it): build a corpus chunk and
+    encode it with a throw-away policy around ``tokenizer``. Returns (records, samples' meta)."""
+    import torch
+
+    from agents.lmm.policy import TransformersPolicy
+    from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model
+    torch.set_num_threads(1)
+    policy = TransformersPolicy(build_tiny_model(tokenizer, num_hidden_layers=1), tokenizer, build_image_processor())
+    samples = build_corpus(n_caption, n_direct, n_tool, tool_dialect, **kwargs)
+    return [encode_record(policy, s) for s in samples], corpus_stats(samples)
+
+
+def encode_record(policy, s: Sample) -> dict:
+    """A training record: the encoded conversation (pixel values stored as fp16 to halve memory)."""
+    conv = encode_sample(policy, s.messages)
+    conv.pixel_values = [p.to(torch_dtype("float16")) for p in conv.pixel_values]
+    return dict(conv=conv, kind=s.kind, len=len(conv))
+
+
+def torch_dtype(name: str):
+    import torch
+    return getattr(torch, name)
 
 
 def tokenizer_texts(wc: WorldConfig, n: int = 300, seed: int = 12345) -> list[str]:

@@ -1,11 +1,19 @@
-"""The default tiny-LMM checkpoints, built on first use (no download is possible here).
+"""The default tiny-LMM checkpoints: shipped in the repo if present, else built on first use
+(no download is possible here).
 
     from agents.lmm.default import default_checkpoint
     path = default_checkpoint("strong")      # cold-start checkpoint directory (TransformersPolicy(path))
 
-The first call for a prior runs the two-stage SFT build (``trainers/sft.py`` with its defaults,
-about 5-10 minutes on a 2-core CPU) and caches the result under ``$PARAVT_CACHE`` or
-``~/.cache/paravt-gym/``; later calls return the cached directory at once.
+Lookup order for ``default_checkpoint(prior)`` (no build overrides given):
+1. a checkpoint SHIPPED in the repo: ``agents/lmm/checkpoints/tiny-<prior>/cold_start`` (e.g. the
+   GPU build ``python trainers/sft.py --preset gpu --device cuda --tool-prior <prior>
+   --out agents/lmm/checkpoints/tiny-<prior>``; ~4.4 MB of weights, with ``sft_args.json`` next to
+   ``cold_start/`` so evaluation recovers the world settings). ``PARAVT_NO_SHIPPED=1`` skips it.
+2. the cache ``$PARAVT_CACHE`` or ``~/.cache/paravt-gym/tiny-lmm-v<BUILD_VERSION>-<prior>``;
+3. otherwise the CPU build (``trainers/sft.py``, preset ``cpu``, about 10-15 minutes on a 2-core
+   CPU) runs into the cache; later calls return the cached directory at once.
+With build ``overrides`` (keyword arguments of ``trainers/sft.py``'s ``Args``) the shipped
+checkpoint is ignored and the build is cached under a name that spells the overrides.
 """
 
 from __future__ import annotations
@@ -18,7 +26,14 @@ import sys
 from pathlib import Path
 
 PRIORS = ("strong", "weak")
-BUILD_VERSION = 1  # bump when the build recipe changes, so stale caches are not reused
+BUILD_VERSION = 2  # bump when the build recipe changes, so stale caches are not reused
+SHIPPED_ROOT = Path(__file__).resolve().parent / "checkpoints"
+
+
+def shipped_checkpoint(prior: str) -> Path | None:
+    """``agents/lmm/checkpoints/tiny-<prior>/cold_start`` if it holds a checkpoint, else None."""
+    ckpt = SHIPPED_ROOT / f"tiny-{prior}" / "cold_start"
+    return ckpt if (ckpt / "config.json").is_file() else None
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -36,10 +51,16 @@ def _sft_module():
 
 def default_checkpoint(prior: str = "strong", cache_dir: str | None = None, progress: bool = True,
                        **overrides) -> Path:
-    """Cold-start checkpoint directory of the tiny LMM with a ``prior`` ("strong"/"weak") tool prior,
-    building it with ``trainers/sft.py`` (defaults + ``overrides``) on first use."""
+    """Cold-start checkpoint directory of the tiny LMM with a ``prior`` ("strong"/"weak") tool prior:
+    the one shipped in ``agents/lmm/checkpoints/tiny-<prior>/cold_start`` if present (and no
+    ``overrides``), else the cached build, else built with ``trainers/sft.py`` (defaults +
+    ``overrides``) into the cache on first use."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+    if not overrides and not os.environ.get("PARAVT_NO_SHIPPED"):
+        shipped = shipped_checkpoint(prior)
+        if shipped is not None:
+            return shipped
     root = cache_root(cache_dir) / f"tiny-lmm-v{BUILD_VERSION}-{prior}"
     if overrides:
         root = root.with_name(root.name + "-" + "-".join(f"{k}={v}" for k, v in sorted(overrides.items())))

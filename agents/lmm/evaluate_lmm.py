@@ -147,13 +147,14 @@ def main(argv=None):
     p.add_argument("--gating", action="store_true", help="K ~ Uniform{4,8,16,32,64} per episode instead of K=64")
     p.add_argument("--max-new-tokens", type=int, default=96, help="tokens per turn (default 96)")
     p.add_argument("--agreement-crops", type=int, default=0, help="also measure sub-agent agreement on N crops")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
+    p.add_argument("--batch-size", type=int, default=64, help="episodes rolled out together (default 64)")
     a = p.parse_args(argv)
     policy = TransformersPolicy(a.checkpoint, device=a.device)
     wc = world_config_of(a.checkpoint)
     t = time.time()
     out = summarize(rollouts(policy, wc, episodes=a.episodes, temperature=a.temperature, gating=a.gating,
-                             max_new_tokens=a.max_new_tokens))
+                             max_new_tokens=a.max_new_tokens, batch_size=a.batch_size))
     out["seconds"] = time.time() - t
     if a.agreement_crops:
         out["subagent"] = subagent_agreement(policy, wc, crops=a.agreement_crops)
