@@ -20,7 +20,7 @@ def main():
         table = (ROOT / "benchmarks" / "results" / f"{name}.md").read_text().strip()
         return f"<!-- table:{name} -->\n{table}\n<!-- /table -->"
 
-    text = re.sub(r"<!-- table:(\w+) -->.*?<!-- /table -->", fill, text, flags=re.S)
+    text = re.sub(r"<!-- table:([\w/]+) -->.*?<!-- /table -->", fill, text, flags=re.S)
     readme.write_text(text)
     print(f"updated {readme}")
 
