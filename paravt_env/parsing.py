@@ -167,6 +167,16 @@ def _bad(raw: str, syntax: str, msg: str) -> ToolCall:
     return ToolCall(name=None, arguments={}, raw=raw, syntax=syntax, error=msg)
 
 
+def _prepare_body(raw, syntax: str, tag: str) -> tuple[str, ToolCall | None]:
+    """The block body without code fences, or the error call for a non-text, huge or empty body."""
+    if not isinstance(raw, str):
+        return "", _bad("", syntax, f"{tag} body is not text")
+    if len(raw) > MAX_CALL_CHARS:
+        return "", _bad(raw, syntax, f"{tag} body too long ({len(raw)} > {MAX_CALL_CHARS} chars)")
+    body = _strip_fence(raw)
+    return body, (None if body else _bad(raw, syntax, f"empty {tag}"))
+
+
 def parse_json_call(raw: str) -> ToolCall:
     """Parse a ``<tool_call>`` body: ``{"name": str, "arguments": {...}}``.
 
@@ -174,13 +184,9 @@ def parse_json_call(raw: str) -> ToolCall:
     ``"parameters"``; a missing ``arguments`` means ``{}``.
     """
     syntax = "json"
-    if not isinstance(raw, str):
-        return _bad("", syntax, "tool_call body is not text")
-    if len(raw) > MAX_CALL_CHARS:
-        return _bad(raw, syntax, f"tool_call body too long ({len(raw)} > {MAX_CALL_CHARS} chars)")
-    body = _strip_fence(raw)
-    if not body:
-        return _bad(raw, syntax, "empty tool_call")
+    body, bad = _prepare_body(raw, syntax, "tool_call")
+    if bad is not None:
+        return bad
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
@@ -232,13 +238,9 @@ def parse_python_call(raw: str) -> ToolCall:
     Nothing is ever executed.
     """
     syntax = "python"
-    if not isinstance(raw, str):
-        return _bad("", syntax, "tool_code body is not text")
-    if len(raw) > MAX_CALL_CHARS:
-        return _bad(raw, syntax, f"tool_code body too long ({len(raw)} > {MAX_CALL_CHARS} chars)")
-    body = _strip_fence(raw)
-    if not body:
-        return _bad(raw, syntax, "empty tool_code")
+    body, bad = _prepare_body(raw, syntax, "tool_code")
+    if bad is not None:
+        return bad
     try:
         tree = ast.parse(body, mode="eval")
     except SyntaxError as e:

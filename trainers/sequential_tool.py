@@ -15,21 +15,17 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from trainers.core import GRPOArgs, main_for  # noqa: E402
+from trainers import para_grpo  # noqa: E402
+from trainers.core import main_for  # noqa: E402
 
 
 @dataclass
-class Args(GRPOArgs):
+class Args(para_grpo.Args):
+    """PARA-GRPO's settings with sequential dispatch: one crop per turn."""
+
     exp_name: str = "sequential_tool"
     dispatch: str = "sequential"
     max_calls_per_turn: int = 1
-    think_prefix: bool = True
-    answer_suffix: bool = True
-    anchor_lambda: float = 0.5
-    anchor_mode: str = "bonus"
-    penalty_gamma: float = 0.3
-    tool_reward: bool = True
-    nframes_gating: bool = True
 
 
 def main(argv=None):
