@@ -5,6 +5,7 @@
 #   3. PARA-GRPO data-parallel over both GPUs with torchrun; 4. generation speed on one GPU.
 # Outputs go under runs/gpu/ and are packed into $OUT.
 set -u
+ulimit -n 65536 2>/dev/null || ulimit -n 8192 2>/dev/null || true  # corpus workers pass tensors through shared memory
 OUT=${OUT:-runs/gpu/out}; mkdir -p runs/gpu "$OUT"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 PY=${PY:-python3}

@@ -73,23 +73,23 @@ class Args:
     world_seed: int = field(default=0, metadata={"help": "synthetic world seed (train split only is used)"})
     frame_size: int = field(default=28, metadata={"help": "frame height = width in pixels (28 -> 1 visual token per frame)"})
     crop_max_frames: int = field(default=8, metadata={"help": "frames per crop"})
-    budgets: str = field(default="4,8,16", metadata={"help": "overview sizes K drawn for training episodes (comma list)"})
+    budgets: str = field(default="4,8", metadata={"help": "overview sizes K drawn for training episodes (comma list)"})
     vocab_size: int = field(default=2048, metadata={"help": "BPE vocabulary size"})
     # stage 1
-    stage1_caption: int = field(default=700, metadata={"help": "stage 1: caption (sub-agent) samples"})
-    stage1_direct: int = field(default=500, metadata={"help": "stage 1: direct-answer samples (ParaVT <answer> format)"})
-    stage1_tool: int = field(default=700, metadata={"help": "stage 1: native-format tool traces under the strong prior"})
+    stage1_caption: int = field(default=150, metadata={"help": "stage 1: caption (sub-agent) samples"})
+    stage1_direct: int = field(default=400, metadata={"help": "stage 1: direct-answer samples (ParaVT <answer> format)"})
+    stage1_tool: int = field(default=500, metadata={"help": "stage 1: native-format tool traces under the strong prior"})
     stage1_episodes: int = field(default=4000, metadata={"help": "stage 1 draws train episodes [0, N), stage 2 [N, end)"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: fraction of --stage1-tool traces kept"})
     native_close_think_p: float = field(default=0.3, metadata={"help": "native dialect: probability a turn closes </think>"})
-    stage1_steps: int = field(default=150, metadata={"help": "stage 1 optimiser steps"})
+    stage1_steps: int = field(default=240, metadata={"help": "stage 1 optimiser steps"})
     stage1_lr: float = field(default=2e-3, metadata={"help": "stage 1 peak learning rate (cosine, linear warm-up)"})
     # stage 2
-    stage2_tool: int = field(default=200, metadata={"help": "stage 2: ParaVT-format tool traces"})
-    stage2_direct: int = field(default=120, metadata={"help": "stage 2: ParaVT-format direct answers"})
-    stage2_caption: int = field(default=40, metadata={"help": "stage 2: caption samples (keeps the sub-agent skill)"})
+    stage2_tool: int = field(default=160, metadata={"help": "stage 2: ParaVT-format tool traces"})
+    stage2_direct: int = field(default=100, metadata={"help": "stage 2: ParaVT-format direct answers"})
+    stage2_caption: int = field(default=0, metadata={"help": "stage 2: caption samples (keeps the sub-agent skill)"})
     stage2_steps: int = field(default=60, metadata={"help": "stage 2 (cold start) optimiser steps"})
     stage2_lr: float = field(default=1e-3, metadata={"help": "stage 2 peak learning rate"})
     # optimisation
@@ -202,6 +202,11 @@ def _chunks(n: int, parts: int) -> list[int]:
     return [n // parts + (j < n % parts) for j in range(parts)]
 
 
+def _share_by_file() -> None:
+    """Workers return many tensors; passing each as a file descriptor can exhaust a low fd limit."""
+    torch.multiprocessing.set_sharing_strategy("file_system")
+
+
 def encoded_corpus(tokenizer, n_caption, n_direct, n_tool, dialect, kwargs, workers: int, progress=None):
     """(records, stats): the corpus built and encoded in-process or in ``workers`` spawned processes
     (chunk j gets seed ``kwargs['seed'] * 1009 + j``)."""
@@ -215,7 +220,8 @@ def encoded_corpus(tokenizer, n_caption, n_direct, n_tool, dialect, kwargs, work
     parts = [(c, d, t) for c, d, t in zip(_chunks(n_caption, workers), _chunks(n_direct, workers),
                                            _chunks(n_tool, workers))]
     records, stats = [], []
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+    torch.multiprocessing.set_sharing_strategy("file_system")
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_share_by_file) as ex:
         futs = [ex.submit(encoded_chunk, tokenizer, c, d, t, dialect, dict(kwargs, seed=kwargs["seed"] * 1009 + j))
                 for j, (c, d, t) in enumerate(parts)]
         for (c, d, t), f in zip(parts, futs):

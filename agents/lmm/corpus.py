@@ -17,8 +17,9 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
               env's own messages (``info["messages"]``); nothing of the env is re-implemented here.
 
 Teaching *when* to call (the Tool Necessity Gap): the situation decides between the two kinds
-(evidence in the overview or not), and the think line says so truthfully ("The frame at 12.0 s
-shows it" vs "No overview frame shows it"). Samples whose final answer is wrong are dropped,
+(evidence in the overview or not); the think line is a fixed, number-free sentence per decision
+("I need a closer look." / "The overview is enough." / "The crops answer it."), so a tiny model
+learns the markup habits (the tool prior) quickly; the context that decides lives in the prompt. Samples whose final answer is wrong are dropped,
 except a fraction ``keep_wrong`` (default 0: none) for whoever wants some noise back; a
 scripted agent that guessed would otherwise teach guessing.
 
@@ -111,40 +112,55 @@ def _evidence_frames(env) -> list[float]:
     return [float(t) for t in ts if any(a <= t < b for a, b in ev)]
 
 
+# Fixed, number-free think lines (one per decision): a tiny model learns them in minutes, so what
+# the build measures is the TOOL PRIOR (markup habits, whether it calls), not how well a 1M-param
+# model copies timestamps. The decision-relevant context (question, overview frames, tool
+# responses) lives in the prompt only.
+THINK_TOOL = "I need a closer look."
+THINK_DIRECT = "The overview is enough."
+THINK_AFTER_TOOL = "The crops answer it."
+
+
 def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
-    """A short, truthful reasoning line: what the question asks, whether the overview shows the
-    evidence (this is what decides between answering and cropping), where the agent looks."""
-    q = env.episode.question
-    m = _QUESTION_SCENE_RE.search(q.text)
-    about = f"The question is about the {m.group(1)} scene." if m else "The question is about the whole video."
-    seen = _evidence_frames(env)
+    """The think line of a turn: fixed per decision (``tool``, ``direct``, ``answer_after_tool``)."""
     if kind == "tool":
-        spans = ", ".join(f"{a:.0f}-{b:.0f} s" for a, b in windows)
-        why = ("No overview frame shows what I need" if not seen
-               else "The overview shows only part of what I need")
-        return f"{about} {why}; I will crop {len(windows)} windows: {spans}."
+        return THINK_TOOL
     if kind == "answer_after_tool":
-        return f"The crops show what I need. The answer is {answer}."
-    if seen:
-        shown = ", ".join(f"{t:.1f} s" for t in seen[:3])
-        return f"{about} The overview frames at {shown} show it, so no crop is needed. The answer is {answer}."
-    return f"{about} The overview shows nothing about it; I guess. The answer is {answer}."
+        return THINK_AFTER_TOOL
+    return THINK_DIRECT
+
+
+def round_windows(windows) -> list[tuple[float, float]]:
+    """Windows widened to whole seconds (floor start, ceil end): fewer, more regular number tokens.
+    The env clips an end past the video's end."""
+    out = []
+    for a, b in windows:
+        a2, b2 = float(math.floor(a)), float(math.ceil(b))
+        out.append((a2, b2) if b2 > a2 else (a, b))
+    return out
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else round(float(x), 1)
 
 
 def render_turn(dialect: str, think: str, windows=None, answer: str | None = None,
                 rng: np.random.Generator | None = None, close_think_p: float = 0.3) -> str:
-    """One assistant turn in ``dialect``: tool calls for ``windows``, or the final ``answer``."""
+    """One assistant turn in ``dialect``: tool calls for ``windows``, or the final ``answer``.
+    Whole-second window bounds are written without a decimal point."""
+    import json
     rng = rng or np.random.default_rng(0)
     if dialect == "paravt":
         head = _think(think) + "</think>\n"
         if windows:
-            from agents.scripted import format_call
-            return head + "".join(format_call(a, b) for a, b in windows)
+            return head + "".join(
+                "<tool_call>" + json.dumps({"name": "crop_video", "arguments": {"start_time": _num(a), "end_time": _num(b)}})
+                + "</tool_call>" for a, b in windows)
         return head + f"<answer>{answer}</answer>"
     if dialect == "native":  # the base model's own habits
         head = _think(think) + ("</think>\n" if rng.random() < close_think_p else "")
         if windows:
-            return head + "".join(f"<tool_code>crop_video(start_time={a:.1f}, end_time={b:.1f})</tool_code>"
+            return head + "".join(f"<tool_code>crop_video(start_time={_num(a)}, end_time={_num(b)})</tool_code>"
                                   for a, b in windows)
         return head + f"Answer: {answer}"
     raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
@@ -169,6 +185,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         windows, answer = _decision(agent.act(obs, info))
         final = answer if answer is not None else final
         if windows:
+            windows = round_windows(windows)
             think = _think_body(agent, env.unwrapped, "tool", windows=windows)
         else:
             think = _think_body(agent, env.unwrapped, "answer_after_tool" if turns else "direct", answer=answer)
