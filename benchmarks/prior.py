@@ -1,15 +1,20 @@
 """Tool-prior benchmark: weak vs strong cold-start checkpoints of the tiny LMM in the env.
 
 For each prior: format reward, tool calls per rollout (kappa) and accuracy per family, greedy and
-at temperature 0.7, with K = 64 overview frames and with nFrames gating (K ~ U{4..64}); plus
+at temperature 0.7, with a fixed overview of K frames and with nFrames gating; plus
 sub-agent agreement (the same model summarising a crop from its frames alone vs the world's
 truthful caption). The paper expects the strong prior to call tools more and to hold format
 worse under sampling. Writes benchmarks/results/prior.json and prior.md.
 
+K and the gating set default to what the checkpoint was TRAINED on (its ``sft_args.json``
+``budgets``): the fixed K is the largest training K (64 for the gpu preset, as in the paper;
+8 for the cpu preset, whose model never saw longer overviews), gating draws from the training
+set. ``--k`` and ``--gating-budgets`` override both.
+
     python benchmarks/prior.py                       # builds the default checkpoints if missing
     python benchmarks/prior.py --strong DIR --weak DIR --episodes 48
     python benchmarks/prior.py --strong S/cold_start --weak W/cold_start --device cuda --episodes 240
-    python benchmarks/prior.py --strong DIR --only strong --settings t0.7/K64,t0.7/gating   # quick look
+    python benchmarks/prior.py --strong DIR --only strong --settings t0.7/K,t0.7/gating   # quick look
 
 A checkpoint may be the cold_start directory or the build directory above it.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -25,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.default import checkpoint_info, default_checkpoint  # noqa: E402
-from agents.lmm.evaluate_lmm import rollouts, subagent_agreement, summarize, world_config_of  # noqa: E402
+from agents.lmm.evaluate_lmm import (rollouts, subagent_agreement, summarize, training_budgets,  # noqa: E402
+                                     world_config_of)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 
 SETTINGS = (("greedy", 0.0, False), ("t0.7", 0.7, False), ("greedy", 0.0, True), ("t0.7", 0.7, True))
@@ -43,8 +50,10 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     p.add_argument("--batch-size", type=int, default=64, help="episodes rolled out together")
     p.add_argument("--only", choices=("strong", "weak"), help="evaluate one prior only")
-    p.add_argument("--settings", default=",".join(f"{l}/{'gating' if g else 'K64'}" for l, _, g in SETTINGS),
-                   help="comma list of settings to run (default: all four)")
+    p.add_argument("--settings", default=",".join(f"{l}/{'gating' if g else 'K'}" for l, _, g in SETTINGS),
+                   help="comma list of settings to run (default: all four; K64 etc. read as K)")
+    p.add_argument("--k", type=int, help="fixed overview size (default: the checkpoint's largest training K)")
+    p.add_argument("--gating-budgets", help="comma list of gating K (default: the checkpoint's training budgets)")
     a = p.parse_args(argv)
     ckpts = {}
     for prior in ("strong", "weak"):
@@ -54,24 +63,28 @@ def main(argv=None):
         if (Path(path) / "cold_start" / "config.json").is_file():
             path = str(Path(path) / "cold_start")
         ckpts[prior] = path
-    wanted = set(a.settings.split(","))
+    wanted = {re.sub(r"/K\d*$", "/K", x.strip()) for x in a.settings.split(",")}
     if a.also_base:
         ckpts.update({f"{k}-base": str(Path(v).parent / "base") for k, v in list(ckpts.items())})
     results = {"episodes": a.episodes, "max_new_tokens": a.max_new_tokens, "device": a.device, "models": {}}
     for name, path in ckpts.items():
         policy, wc = TransformersPolicy(path, device=a.device), world_config_of(path)
         info = checkpoint_info(path)
+        trained = training_budgets(path)
+        k = a.k or max(trained)
+        gating_budgets = tuple(int(x) for x in a.gating_budgets.split(",")) if a.gating_budgets else trained
         entry = {"checkpoint": path, "build": {k: info.get(k) for k in ("corpus", "corpus_stats", "stage1_seconds",
                                                                        "stage2_seconds", "total_seconds")},
                  "build_args": {k: info.get("args", {}).get(k) for k in ("preset", "stage1_steps", "stage2_steps",
                                                                          "batch_size", "budgets", "device")},
-                 "settings": {}}
+                 "k": k, "gating_budgets": list(gating_budgets), "settings": {}}
         for label, temp, gating in SETTINGS:
-            key = f"{label}/{'gating' if gating else 'K64'}"
-            if key not in wanted:
+            if f"{label}/{'gating' if gating else 'K'}" not in wanted:
                 continue
+            key = f"{label}/{'gating' if gating else f'K{k}'}"
             t = time.time()
             s = summarize(rollouts(policy, wc, episodes=a.episodes, temperature=temp, gating=gating,
+                                   frame_budget=k, gating_budgets=gating_budgets,
                                    max_new_tokens=a.max_new_tokens, batch_size=a.batch_size))
             s["seconds"] = time.time() - t
             entry["settings"][key] = s
@@ -91,17 +104,20 @@ def main(argv=None):
 def markdown(results) -> str:
     fams = ("needle", "needle_attribute", "counting", "temporal_order", "grounding", "global")
     lines = [f"Tool-prior benchmark ({results['episodes']} validation episodes per row, oracle sub-agent, "
-             f"{results['max_new_tokens']} new tokens per turn). format = env R_fmt; kappa = tool calls per rollout.", "",
-             "| model | decoding | K | format | kappa | rollouts with a call | acc | <answer> used | `Answer:` | <tool_code> | <tool_call> | "
-             + " | ".join(fams) + " |",
-             "|" + "---|" * (12 + len(fams))]
+             f"{results['max_new_tokens']} new tokens per turn). format = env R_fmt; kappa = tool calls per rollout; "
+             "think closed = share of rollouts whose every turn closes </think>.", ""]
+    lines += [f"- {name}: fixed K = {e.get('k')}, gating K ~ U{tuple(e.get('gating_budgets') or ())}"
+              for name, e in results["models"].items()]
+    lines += ["", "| model | decoding | K | format | kappa | rollouts with a call | acc | <answer> used | `Answer:` | <tool_code> | "
+              "<tool_call> | think closed | " + " | ".join(fams) + " |",
+              "|" + "---|" * (13 + len(fams))]
     for name, e in results["models"].items():
         for key, s in e["settings"].items():
             dec, k = key.split("/")
             fam = " | ".join(f"{s['correct_by_family'].get(f, float('nan')):.2f}" for f in fams)
             lines.append(f"| {name} | {dec} | {k} | {s['format']:.3f} | {s['tool_calls']:.2f} | {s['tool_rate']:.2f} | "
                          f"{s['correct']:.3f} | {s['answer_tag']:.2f} | {s['answer_colon']:.2f} | {s['tool_code']:.2f} | "
-                         f"{s['tool_call_json']:.2f} | {fam} |")
+                         f"{s['tool_call_json']:.2f} | {s['think_closed']:.2f} | {fam} |")
     lines += ["", "Sub-agent agreement (the model summarises a crop from its frames alone; greedy) vs the world's caption:", "",
               "| model | crops | token F1 | object precision | object recall | object F1 | scene match |", "|---|---|---|---|---|---|---|"]
     for name, e in results["models"].items():

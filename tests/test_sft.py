@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from agents.lmm.corpus import WorldConfig, build_corpus, caption_objects, encode_sample, render_turn
+from agents.lmm.corpus import (THINK_DIRECT, THINK_TOOL, WorldConfig, build_corpus, caption_objects, encode_sample,
+                               render_turn)
 from agents.lmm.policy import TransformersPolicy
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, load_checkpoint, save_checkpoint
 from agents.lmm.tokenizer import build_tokenizer
@@ -66,6 +67,13 @@ def test_render_turn_dialects():
     assert "</think>" not in t and parse_turn(t).tool_calls[0].arguments == {"start_time": 1.0, "end_time": 5.0}
     t = render_turn("paravt", "look at it", answer="B")
     assert parse_turn(t).answer == "B"
+    t = render_turn("paravt", "look", windows=[(3.0, 9.0)])
+    assert '"start_time": 3, "end_time": 9' in t and parse_turn(t).tool_calls[0].syntax == "json"
+
+
+def test_round_windows_whole_seconds():
+    from agents.lmm.corpus import round_windows
+    assert round_windows([(12.3, 20.6), (0.0, 4.0)]) == [(12.0, 21.0), (0.0, 4.0)]
 
 
 def test_loss_mask_covers_assistant_tokens_only(corpora, policy):
@@ -128,7 +136,9 @@ def test_corpus_teaches_when_tools_are_needed(corpora):
         assert s.meta["correct"] or s.meta["accuracy"] >= 0.5
         assert s.meta["visible"] == (s.kind == "direct")
         first = s.assistant_texts[0]
-        assert ("no crop is needed" in first) == (s.kind == "direct")
+        assert (THINK_DIRECT in first) == (s.kind == "direct") and (THINK_TOOL in first) == (s.kind == "tool")
+        thinks = [t.split("<think>\n", 1)[1].split("\n", 1)[0] for t in s.assistant_texts]
+        assert not any(ch.isdigit() for t in thinks for ch in t)  # fixed, number-free think lines
 
 
 def test_evidence_visible_matches_tool_necessity_rule():

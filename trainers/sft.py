@@ -19,7 +19,9 @@ length-bucketed (sorted within shuffled chunks) so padding is small; on CUDA the
 under bf16 autocast. ``--workers N`` builds and encodes the corpora in N spawned processes.
 
 Presets (``--preset``; an explicit flag always wins over its preset):
-    cpu  (default, what ``agents.lmm.default.default_checkpoint`` builds): ~10-15 min on 2 CPU cores
+    cpu  (default, what ``agents.lmm.default.default_checkpoint`` builds): K in {4, 8}, few caption
+         samples, fixed short think lines (see ``agents.lmm.corpus``): ~TIME per prior on ONE CPU
+         thread (both priors build side by side on 2 cores with ``--threads 1``)
     gpu  ~10x the samples, 3000 + 300 steps at batch 32, K up to 64, workers: a few minutes on one H200
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong
@@ -84,13 +86,13 @@ class Args:
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: fraction of --stage1-tool traces kept"})
     native_close_think_p: float = field(default=0.3, metadata={"help": "native dialect: probability a turn closes </think>"})
-    stage1_steps: int = field(default=240, metadata={"help": "stage 1 optimiser steps"})
+    stage1_steps: int = field(default=400, metadata={"help": "stage 1 optimiser steps"})
     stage1_lr: float = field(default=2e-3, metadata={"help": "stage 1 peak learning rate (cosine, linear warm-up)"})
     # stage 2
-    stage2_tool: int = field(default=160, metadata={"help": "stage 2: ParaVT-format tool traces"})
-    stage2_direct: int = field(default=100, metadata={"help": "stage 2: ParaVT-format direct answers"})
-    stage2_caption: int = field(default=0, metadata={"help": "stage 2: caption samples (keeps the sub-agent skill)"})
-    stage2_steps: int = field(default=60, metadata={"help": "stage 2 (cold start) optimiser steps"})
+    stage2_tool: int = field(default=300, metadata={"help": "stage 2: ParaVT-format tool traces"})
+    stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
+    stage2_caption: int = field(default=30, metadata={"help": "stage 2: caption samples (keeps the sub-agent skill)"})
+    stage2_steps: int = field(default=180, metadata={"help": "stage 2 (cold start) optimiser steps"})
     stage2_lr: float = field(default=1e-3, metadata={"help": "stage 2 peak learning rate"})
     # optimisation
     batch_size: int = field(default=8, metadata={"help": "conversations per step"})

@@ -80,8 +80,9 @@ class WorldConfig:
     duration: float | None = None
 
     def env(self, split: str = "train", nframes_gating: bool = True, frame_budget: int = 64,
-            subagent="oracle") -> ParaVTLongVideoEnv:
-        return ParaVTLongVideoEnv(split=split, world_seed=self.world_seed, dataset_size=self.dataset_size,
+            subagent="oracle", gating_budgets=None) -> ParaVTLongVideoEnv:
+        extra = {"gating_budgets": tuple(gating_budgets)} if gating_budgets else {}
+        return ParaVTLongVideoEnv(split=split, world_seed=self.world_seed, dataset_size=self.dataset_size, **extra,
                                   duration=self.duration, frame_budget=frame_budget,
                                   nframes_gating=nframes_gating, frame_size=tuple(self.frame_size),
                                   crop_max_frames=self.crop_max_frames,

@@ -10,8 +10,8 @@ Lookup order for ``default_checkpoint(prior)`` (no build overrides given):
    --out agents/lmm/checkpoints/tiny-<prior>``; ~4.4 MB of weights, with ``sft_args.json`` next to
    ``cold_start/`` so evaluation recovers the world settings). ``PARAVT_NO_SHIPPED=1`` skips it.
 2. the cache ``$PARAVT_CACHE`` or ``~/.cache/paravt-gym/tiny-lmm-v<BUILD_VERSION>-<prior>``;
-3. otherwise the CPU build (``trainers/sft.py``, preset ``cpu``, about 10-15 minutes on a 2-core
-   CPU) runs into the cache; later calls return the cached directory at once.
+3. otherwise the CPU build (``trainers/sft.py``, preset ``cpu``, a few minutes on one CPU thread)
+   runs into the cache; later calls return the cached directory at once.
 With build ``overrides`` (keyword arguments of ``trainers/sft.py``'s ``Args``) the shipped
 checkpoint is ignored and the build is cached under a name that spells the overrides.
 """
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 PRIORS = ("strong", "weak")
-BUILD_VERSION = 2  # bump when the build recipe changes, so stale caches are not reused
+BUILD_VERSION = 3  # bump when the build recipe changes, so stale caches are not reused
 SHIPPED_ROOT = Path(__file__).resolve().parent / "checkpoints"
 
 

@@ -35,12 +35,14 @@ _ANSWER_COLON = re.compile(r"\bAnswer:\s*\S")
 
 def rollouts(policy: TransformersPolicy, wc: WorldConfig, *, episodes: int = 48, temperature: float = 0.0,
              gating: bool = False, frame_budget: int = 64, max_new_tokens: int = 96, batch_size: int = 64,
-             seed: int = 0, split: str = "validation", subagent="oracle") -> list[dict]:
-    """One rollout per episode (episode i = validation index i, so families are balanced)."""
+             seed: int = 0, split: str = "validation", subagent="oracle", gating_budgets=None) -> list[dict]:
+    """One rollout per episode (episode i = validation index i, so families are balanced).
+    ``gating_budgets``: the K set of nFrames gating (default: the env's (4, 8, 16, 32, 64))."""
     records = []
     for lo in range(0, episodes, batch_size):
         idx = list(range(lo, min(episodes, lo + batch_size)))
-        envs = [wc.env(split, nframes_gating=gating, frame_budget=frame_budget, subagent=subagent) for _ in idx]
+        envs = [wc.env(split, nframes_gating=gating, frame_budget=frame_budget, subagent=subagent,
+                       gating_budgets=gating_budgets) for _ in idx]
         convs, infos, texts = [], [], [[] for _ in idx]
         for env, i in zip(envs, idx):
             _, info = env.reset(seed=seed * 100003 + i, options={"episode_index": i})
@@ -126,6 +128,14 @@ def subagent_agreement(policy: TransformersPolicy, wc: WorldConfig, *, crops: in
                 scene_match=float(np.mean(scene_ok)), exact=float(np.mean(exact)),
                 objects_predicted=p_den, objects_true=r_den,
                 examples=[{"truth": t, "pred": p} for (_, t), p in list(zip(items, preds))[:3]])
+
+
+def training_budgets(checkpoint: str) -> tuple[int, ...]:
+    """The overview sizes K the checkpoint was trained on (sft_args.json ``budgets``), else the
+    paper's gating set (4, 8, 16, 32, 64)."""
+    from agents.lmm.default import checkpoint_info
+    b = checkpoint_info(checkpoint).get("args", {}).get("budgets")
+    return tuple(int(x) for x in str(b).split(",") if x.strip()) if b else (4, 8, 16, 32, 64)
 
 
 def world_config_of(checkpoint: str) -> WorldConfig:
