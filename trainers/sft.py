@@ -20,7 +20,7 @@ under bf16 autocast. ``--workers N`` builds and encodes the corpora in N spawned
 
 Presets (``--preset``; an explicit flag always wins over its preset):
     cpu  (default, what ``agents.lmm.default.default_checkpoint`` builds): K in {4, 8}, few caption
-         samples, fixed short think lines (see ``agents.lmm.corpus``): ~TIME per prior on ONE CPU
+         samples, fixed short think lines (see ``agents.lmm.corpus``): ~6 min (strong) and ~3.5 min (weak) on ONE CPU
          thread (both priors build side by side on 2 cores with ``--threads 1``)
     gpu  ~10x the samples, 3000 + 300 steps at batch 32, K up to 64, workers: a few minutes on one H200
 
@@ -92,7 +92,7 @@ class Args:
     stage2_tool: int = field(default=300, metadata={"help": "stage 2: ParaVT-format tool traces"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: caption samples (keeps the sub-agent skill)"})
-    stage2_steps: int = field(default=180, metadata={"help": "stage 2 (cold start) optimiser steps"})
+    stage2_steps: int = field(default=100, metadata={"help": "stage 2 (cold start) optimiser steps"})
     stage2_lr: float = field(default=1e-3, metadata={"help": "stage 2 peak learning rate"})
     # optimisation
     batch_size: int = field(default=8, metadata={"help": "conversations per step"})
