@@ -21,6 +21,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["paravt_env*", "agents*", "trainers*"]),
+    package_data={"agents.lmm": ["checkpoints/*/sft_args.json", "checkpoints/*/cold_start/*"]},
     install_requires=["numpy>=1.24", "gymnasium>=1.0", "pettingzoo>=1.24", "pillow>=9", "tqdm>=4.60"],
     extras_require=extras,
     entry_points={"console_scripts": ["paravt-export=paravt_env.export:main"]},
