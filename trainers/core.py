@@ -157,8 +157,10 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
 
 def validate_args(args) -> None:
     """Stop before any work on settings that cannot run."""
-    if args.model and not os.path.isfile(os.path.join(args.model, "config.json")):
-        raise ValueError(f"--model {args.model!r} is not a checkpoint directory (no config.json there)")
+    if args.model and not any(os.path.isfile(os.path.join(args.model, *sub, "config.json"))
+                              for sub in ((), ("cold_start",))):
+        raise ValueError(f"--model {args.model!r} is not a checkpoint directory (no config.json there, "
+                         "nor in its cold_start/)")
     if args.group_size < 2:
         raise ValueError("--group-size must be >= 2 (GRPO compares rollouts within a group)")
     for name in ("total_steps", "prompts_per_step", "max_new_tokens", "subagent_max_new_tokens", "max_turns",

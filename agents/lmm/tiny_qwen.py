@@ -105,7 +105,11 @@ def save_checkpoint(path: str, model, tokenizer, image_processor=None) -> str:
 
 def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
     """Load (model, tokenizer, image_processor) from a local directory, offline. Works for the
-    tiny model and for any local Qwen-VL-style image-text-to-text checkpoint."""
+    tiny model and for any local Qwen-VL-style image-text-to-text checkpoint. A trainers/sft.py
+    output folder is accepted too: its ``cold_start`` checkpoint is loaded."""
+    if os.path.isfile(os.path.join(path, "cold_start", "config.json")) and not os.path.isfile(
+            os.path.join(path, "config.json")):
+        path = os.path.join(path, "cold_start")
     if not os.path.isdir(path):
         raise ValueError(f"model directory {path!r} does not exist; build one with "
                          "agents.lmm.tiny_qwen.save_checkpoint(path, build_tiny_model(tok), tok) "
