@@ -294,3 +294,11 @@ def test_sweep_runs_rows_and_writes_table_and_plot(tiny_dir, tmp_path):
     assert result["grpo"]["steps"] == 2 and "--no-think-prefix" in result["grpo"]["flags"]
     with pytest.raises(SystemExit):
         sweep.main(["--rows", "nonsense"])
+
+
+def test_gating_budgets_flag_reaches_the_env_and_is_validated():
+    args = core.parse_args(GRPOArgs, ["--nframes-gating", "--gating-budgets", "4,8"])
+    env = core.make_env(args, "train")
+    assert env.budgets == (4, 8) and env.nframes_gating
+    with pytest.raises(SystemExit):
+        core.parse_args(GRPOArgs, ["--gating-budgets", "4,7"])

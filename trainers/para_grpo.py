@@ -6,14 +6,14 @@
     torchrun --nproc_per_node=2 trainers/para_grpo.py  # DDP: each process its own prompts
     tensorboard --logdir runs
 
-Default run (2-core CPU, about 4-6 minutes once the checkpoint exists): obtains
-agents.lmm.default.default_checkpoint("strong") (built on first use, ~5-10 min), then 30 steps
-of 2 prompts x G = 8 rollouts (28x28 frames, K ~ nFrames gating, up to 3 turns of 64 new tokens,
-up to 5 parallel calls answered by the policy itself as sub-agent in <= 32 tokens), AdamW 3e-5,
-PPO clip 0.2, KL 0.01; validation on 24 episodes before training and at steps 10, 20, 30.
-TensorBoard in runs/para_grpo__s1/, checkpoints (model + optimizer + RNG) every 10 steps in
-runs/<run name>/checkpoints (--resume continues), the trained model in runs/<run name>/final_model
-(pass it to --model).
+Default run (2-core CPU, about 2.5 minutes): takes agents.lmm.default.default_checkpoint("strong")
+(shipped in the repository; built on first use if missing, ~6 min), then 40 steps of 2 prompts x
+G = 8 rollouts (28x28 frames, K ~ nFrames gating over {4, 8}, the budgets the tiny checkpoint was
+trained on; up to 3 turns of 64 new tokens, up to 5 parallel calls answered by the policy itself as
+sub-agent in <= 32 tokens), AdamW 1e-4, PPO clip 0.2, KL 0.01; validation on 24 episodes before
+training and every 10 steps. TensorBoard in runs/para_grpo__s1/, checkpoints (model + optimizer + RNG)
+every 10 steps in runs/<run name>/checkpoints (--resume continues), the trained model in
+runs/<run name>/final_model (pass it to --model).
 
 Every PARA-GRPO mechanism is its own switch: --think-prefix, --answer-suffix, --anchor-lambda
 (--anchor-mode bonus|logprob), --penalty-gamma, --tool-reward, --nframes-gating. All off is
