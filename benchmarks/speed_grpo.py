@@ -87,7 +87,7 @@ def dispatch_compare(model: str, device: str, episodes: int, base: core.GRPOArgs
 
 def markdown(res: dict) -> str:
     m = res["grpo"]["mean_after_first"]
-    lines = [f"# GRPO speed ({res['device']}, {res['threads']} torch thread(s), model `{res['model']}`)", "",
+    lines = [f"**GRPO speed** ({res['device']}, {res['threads']} torch thread(s), model `{res['model']}`)", "",
              f"PARA-GRPO defaults: G = {res['settings']['group_size']}, {res['settings']['prompts_per_step']} prompt(s)/step, "
              f"{res['settings']['max_new_tokens']} new tokens/turn, {res['settings']['subagent_max_new_tokens']} per sub-agent, "
              f"frames {res['settings']['frame_size']} px, gating {res['settings']['nframes_gating']}.", "",
@@ -98,7 +98,7 @@ def markdown(res: dict) -> str:
                      f"{r['generate_sub']:.2f} | {r['env']:.2f} | {r['backward']:.2f} | {r['tool_calls_per_rollout']:.2f} |")
     lines.append(f"| mean (excl. first) | {m['seconds']:.2f} | {m['tokens_per_second']:.1f} | {m['generate_main']:.2f} | "
                  f"{m['generate_sub']:.2f} | {m['env']:.2f} | {m['backward']:.2f} | {m['tool_calls_per_rollout']:.2f} |")
-    lines += ["", "## Parallel vs sequential dispatch (same checkpoint, same validation episodes, batched)", "",
+    lines += ["", "**Parallel vs sequential dispatch** (same checkpoint, same validation episodes, batched)", "",
               "| dispatch | wall s | s/episode | main tokens/ep | sub tokens/ep | context tokens/ep | turns/ep | "
               "tool calls/ep | accuracy | format |", "|---|---|---|---|---|---|---|---|---|---|"]
     for d, r in res["dispatch"].items():
