@@ -9,6 +9,9 @@ from .sources import (Episode, FileDataset, FileVideoSource, Frames, SyntheticDa
 from .world import SyntheticVideo
 
 __version__ = "0.1.0"
+__all__ = ["FAMILIES", "Question", "Episode", "FileDataset", "FileVideoSource", "Frames", "SyntheticDataset",
+           "SyntheticSource", "VideoError", "DatasetError", "VideoSource", "load_dataset", "SyntheticVideo",
+           "parallel_env"]
 
 import gymnasium as _gym
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.lmm.policy import Completion, Conversation, TransformersPolicy
+from agents.lmm.policy import TransformersPolicy
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, load_checkpoint, save_checkpoint
 from agents.lmm.tokenizer import STRUCTURAL_TAGS, build_tokenizer
 

@@ -1,7 +1,6 @@
 """Tests for paravt_env.parsing (pure turn parser)."""
 
 import json
-import os
 import sys
 import time
 

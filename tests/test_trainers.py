@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from trainers import core
-from trainers.core import (GRPOArgs, TrainSeq, anchor_loss, compute_advantages, grpo_token_loss, grpo_update,
-                           structural_ids, structural_mask)
+from trainers.core import (GRPOArgs, TrainSeq, anchor_loss, compute_advantages, grpo_token_loss, structural_ids, structural_mask)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.scripted import _QUESTION_SCENE_RE, make_agent
+from agents.scripted import make_agent
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn

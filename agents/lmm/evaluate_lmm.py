@@ -22,7 +22,6 @@ import time
 from collections import defaultdict
 
 import numpy as np
-import torch
 
 from agents.lmm.corpus import WorldConfig, caption_objects, random_window, subagent_messages
 from agents.lmm.policy import TransformersPolicy
