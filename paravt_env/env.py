@@ -60,7 +60,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .parsing import TOOL_NAME, ToolCall, parse_turn
-from .rewards import RewardConfig, score
+from .rewards import RewardConfig, format_reward, score
 from .sources import MAX_CROP_FRAMES, Episode, Frames, VideoError, load_dataset
 from .world import check_size
 
@@ -213,7 +213,8 @@ class ParaVTLongVideoEnv(gym.Env):
         self.turn = 0
         self.done = False
         self.trajectory = ""  # every assistant turn (prefix included) and tool response, in order
-        self.num_tool_calls = 0
+        self.calls_emitted = 0  # parseable calls written in any turn, executed or not
+        self.calls_executed_per_turn: list[int] = []  # crops that ran, per assistant turn
         self.executed_windows: list[tuple[float, float]] = []
         self.last_crops: list[CropResult] = []
         self.last_reward_info: dict = {}
@@ -258,7 +259,10 @@ class ParaVTLongVideoEnv(gym.Env):
         self.messages.append({"role": "assistant", "content": text})
         parsed = parse_turn(text)
         calls = list(parsed.tool_calls)
+        self.calls_emitted += len(parsed.parseable_tool_calls)
+        self.calls_executed_per_turn.append(0)
         self.last_crops = []
+        # A call in the answering turn or in the last allowed turn is emitted but never executed.
         if parsed.answer is not None or not calls or self.turn >= self.max_turns:
             terminated = parsed.answer is not None or not calls
             return self._finish(parsed, notes, terminated=terminated, truncated=not terminated), parsed, notes, []
@@ -286,6 +290,9 @@ class ParaVTLongVideoEnv(gym.Env):
             "reward_components": dict(breakdown.components, accuracy=breakdown.accuracy,
                                       format=breakdown.format, tool=breakdown.tool),
             "format_reward": breakdown.format,
+            # the released PARA-GRPO format on the same text, whatever this env's reward_config: one
+            # format metric that ablation rows trained on different rewards can be compared by
+            "format_reward_common": format_reward(self.trajectory, RewardConfig())[0],
             "correct": breakdown.correct,
             "answer": parsed.answer,
         }
@@ -295,7 +302,6 @@ class ParaVTLongVideoEnv(gym.Env):
     # ---- tools ---------------------------------------------------------------------------------
     def run_calls(self, calls: list[ToolCall]) -> list[CropResult]:
         """Validate every call, then crop the valid ones concurrently; results in call order."""
-        self.num_tool_calls += sum(c.name is not None for c in calls)
         results = [self._validate(c) for c in calls]
         allowed = 1 if self.dispatch == "sequential" else self.max_calls
         for i, r in enumerate(results):
@@ -316,6 +322,8 @@ class ParaVTLongVideoEnv(gym.Env):
         for r in results:
             if r.ok:
                 self.executed_windows.append(r.window)
+        if self.calls_executed_per_turn:
+            self.calls_executed_per_turn[-1] += sum(r.ok for r in results)
         return results
 
     def _crop(self, window: tuple[float, float]) -> Frames:
@@ -448,7 +456,9 @@ class ParaVTLongVideoEnv(gym.Env):
             "frame_budget": self.k,
             "episode_index": self.episode_index,
             "turn": self.turn,
-            "num_tool_calls": self.num_tool_calls,
+            "num_tool_calls": len(self.executed_windows),
+            "num_tool_calls_emitted": self.calls_emitted,
+            "tool_calls_per_turn": list(self.calls_executed_per_turn),
             "tool_windows": list(self.executed_windows),
             "video_duration": self.episode.source.duration,
             "notes": list(notes),

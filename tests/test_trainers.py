@@ -161,49 +161,111 @@ def test_logprob_anchor_touches_structural_positions_only(policy):
 
 
 # ------------------------------------------------------------------ rollouts with sub-agents
+CALL = '<tool_call>{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def caller():
+    """The shipped strong cold start: a real model whose real `generate` writes several crop calls in
+    one turn when the overview is too small to show the evidence (K = 4, needle questions)."""
+    from agents.lmm.default import default_checkpoint
+
+    torch.set_num_threads(2)
+    return core.load_policy(str(default_checkpoint("strong")), torch.device("cpu"))
+
+
+def _needle_episodes(n: int) -> list[int]:
+    env = core.make_env(GRPOArgs(dataset_size=200, frame_budget=4), "train")
+    return [i for i in range(200) if env.dataset[i].question.family in ("needle", "needle_attribute")][:n]
+
+
+def _rollouts(pol, args, n=8):
+    envs = [core.make_env(args, "train", pol) for _ in range(n)]
+    idx = _needle_episodes(n)
+    return core.collect_rollouts(pol, envs, list(range(n)), list(range(n)), temperature=0.0, top_p=1.0,
+                                 max_new_tokens=args.max_new_tokens, sub_max_new_tokens=8, think_prefix=True,
+                                 gen_seed=0, reset_options=[{"episode_index": i} for i in idx])
+
+
+def _args(**kw):
+    return GRPOArgs(**{**dict(think_prefix=True, dataset_size=200, max_turns=2, frame_budget=4, max_new_tokens=160,
+                              subagent="oracle"), **kw})
+
+
+def test_generate_stops_after_the_call_limit_not_the_first_call(caller):
+    """Greedy decoding is deterministic, so a limit of L calls must give exactly the unlimited text cut
+    right after its L-th closed call (or the unlimited text, when that has fewer calls)."""
+    env = core.make_env(_args(), "train")
+    convs = [caller.start(env.reset(seed=0, options={"episode_index": i})[1]["messages"]) for i in _needle_episodes(6)]
+    free = caller.generate([c.copy() for c in convs], temperature=0.0, max_new_tokens=160, max_calls=None)
+    assert max(c.text.count("</tool_call>") for c in free) >= 2  # several calls in one turn
+    for limit in (1, 2, 5):
+        for c, u in zip(caller.generate([c.copy() for c in convs], temperature=0.0, max_new_tokens=160,
+                                        max_calls=limit), free):
+            parts = u.text.split("</tool_call>")
+            if len(parts) - 1 >= limit:
+                assert c.text == "</tool_call>".join(parts[:limit]) + "</tool_call>" and c.finish_reason == "stop"
+            else:
+                assert c.text == u.text
+
+
 @pytest.mark.parametrize("subagent", ["policy", "oracle"])
-def test_rollout_with_parallel_subagents(policy, subagent):
-    """A forced tool-calling first turn: crops go to the policy playing the sub-agents (batched)
-    or to the world's oracle; the answers come back as tool responses (masked), and the episode
-    is scored by the env."""
-    args = GRPOArgs(think_prefix=True, frame_size=28, dataset_size=60, max_turns=2, tool_reward=True,
-                    subagent=subagent)
-    envs = [core.make_env(args, "train", policy) for _ in range(2)]
-    real = policy.generate
-    call = '{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}'
-
-    def fake(convs, **kw):
-        if kw.get("prefix") == "<think>\n" and not any("<tool_response>" in policy.tokenizer.decode(c.token_ids[-60:])
-                                                     for c in convs):
-            text = "<think>\nlook closer</think>" + "".join(f"<tool_call>{call % (a, a + 3)}</tool_call>"
-                                                           for a in (0, 10))
-            out = []
-            for _ in convs:
-                c = policy.completion_from_text(text)
-                c.generated_mask[:2] = [False, False]
-                c.temperature = 0.7
-                out.append(c)
-            return out
-        return real(convs, **kw)
-
-    policy.generate = fake
-    try:
-        rs = core.collect_rollouts(policy, envs, [5, 5], [0, 0], temperature=0.7, top_p=1.0, max_new_tokens=6,
-                                   sub_max_new_tokens=5, think_prefix=True, gen_seed=0)
-    finally:
-        policy.generate = real
+def test_rollout_executes_parallel_calls_in_one_turn(caller, subagent):
+    """Real model, real generate, the trainer's own rollout loop: one turn executes several crops,
+    answered by the policy as sub-agents (batched) or by the world's oracle; the answers come back
+    as tool responses (masked), and the env counts executed and emitted calls per turn."""
+    args = _args(subagent=subagent)
+    rs = _rollouts(caller, args)
+    assert any(n >= 2 for r in rs for n in r.info["tool_calls_per_turn"])
     for r in rs:
-        assert r.done and r.info["num_tool_calls"] == 2
-        assert len(r.sub_convs) == (2 if subagent == "policy" else 0)
+        assert r.done
+        per_turn = r.info["tool_calls_per_turn"]
+        assert all(n <= args.max_calls_per_turn for n in per_turn)
+        assert r.info["num_tool_calls"] == sum(per_turn) <= r.info["num_tool_calls_emitted"]
+        assert len(r.sub_convs) == (r.info["num_tool_calls"] if subagent == "policy" else 0)
         assert all(any(c.generated_mask) for c in r.sub_convs)
+        text = caller.tokenizer.decode(r.conv.token_ids)
+        assert text.count("<tool_response>") == text.count("</tool_response>")
         if subagent == "oracle":
-            assert policy.tokenizer.decode(r.conv.token_ids).count("Scenes:") == 2
-        assert r.info["reward_components"]["tool/executed"] > 0
-        text = policy.tokenizer.decode(r.conv.token_ids)
-        assert text.count("<tool_response>") == 2
-        resp = policy.tokenizer.convert_tokens_to_ids("<tool_response>")
+            assert text.count("Scenes:") == r.info["num_tool_calls"]
+        assert (r.info["reward_components"]["tool/executed"] > 0) == (r.info["num_tool_calls"] > 0)
+        resp = caller.tokenizer.convert_tokens_to_ids("<tool_response>")
         assert not any(g for t, g in zip(r.conv.token_ids, r.conv.generated_mask) if t == resp)
-    assert rs[0].info["frame_budget"] == rs[1].info["frame_budget"]
+    stats = core.episode_stats([core.episode_record(r) for r in rs])
+    assert stats["parallel_turn_fraction"] > 0 and stats["tool_calls_per_rollout"] > 0
+
+
+def test_call_limits_sequential_dispatch_and_the_last_turn(caller):
+    # a limit of 1 per turn under parallel dispatch: generation stops after the 1st call
+    rs = _rollouts(caller, _args(max_calls_per_turn=1))
+    assert all(n <= 1 for r in rs for n in r.info["tool_calls_per_turn"])
+    assert any(r.info["num_tool_calls"] for r in rs)
+    # sequential dispatch: one call per turn is written and run
+    rs = _rollouts(caller, _args(dispatch="sequential", max_calls_per_turn=1))
+    for r in rs:
+        assert all(n <= 1 for n in r.info["tool_calls_per_turn"])
+        text = caller.tokenizer.decode(r.conv.token_ids)
+        assert "was not run" not in text  # generation never wrote a second call into a sequential turn
+    # one allowed turn: its calls are emitted, never executed, and counted so
+    rs = _rollouts(caller, _args(max_turns=1))
+    assert any(r.info["num_tool_calls_emitted"] >= 1 for r in rs)
+    for r in rs:
+        assert r.info["num_tool_calls"] == 0 and r.info["reward_components"]["tool/executed"] == 0
+
+
+def test_episode_stats_by_hand():
+    recs = [{"reward": 1.0, "family": "a", "correct": 1.0, "format_reward": 0.5, "format_reward_common": 0.4,
+             "executed": 3.0, "emitted": 4.0, "calls_per_turn": [3, 0], "frame_budget": 4.0, "components": {"x": 1.0}},
+            {"reward": 0.0, "family": "b", "correct": 0.0, "format_reward": 1.0, "format_reward_common": 0.8,
+             "executed": 1.0, "emitted": 1.0, "calls_per_turn": [1, 0, 0], "frame_budget": 8.0, "components": {"x": 0.0}},
+            {"reward": 0.5, "family": "b", "correct": 1.0, "format_reward": 0.0, "format_reward_common": 0.0,
+             "executed": 0.0, "emitted": 2.0, "calls_per_turn": [0], "frame_budget": 8.0, "components": {"x": 0.5}}]
+    s = core.episode_stats(recs, per_family=True)
+    assert s["tool_calls_per_rollout"] == pytest.approx(4 / 3) and s["tool_calls_emitted_per_rollout"] == pytest.approx(7 / 3)
+    assert s["parallel_turn_fraction"] == pytest.approx(0.5)  # turns with calls: 3 and 1
+    assert s["format_reward_common"] == pytest.approx(0.4) and s["accuracy/b"] == pytest.approx(0.5)
+    assert s["reward_components/x"] == pytest.approx(0.5)
+    assert core.episode_stats(recs[2:])["parallel_turn_fraction"] == 0.0
 
 
 # ------------------------------------------------------------------ scripts
@@ -214,9 +276,12 @@ def test_two_step_smoke(script, tiny_dir, tmp_path):
     mod = importlib.import_module(f"trainers.{script}")
     hist = mod.main(tiny_argv(tiny_dir, tmp_path))
     assert [h["step"] for h in hist] == [1, 2]
-    for key in ("train/format_reward", "train/tool_calls_per_rollout", "train/accuracy", "train/reward",
-                "train/frame_budget", "train/entropy", "train/kl", "train/clip_fraction", "perf/step_seconds",
-                "perf/tokens_per_second", "eval/accuracy", "eval/format_reward", "eval/tool_calls_per_rollout"):
+    for key in ("train/format_reward", "train/format_reward_common", "train/tool_calls_per_rollout",
+                "train/tool_calls_emitted_per_rollout", "train/parallel_turn_fraction", "train/accuracy",
+                "train/reward", "train/frame_budget", "train/entropy", "train/kl", "train/clip_fraction",
+                "perf/step_seconds", "perf/tokens_per_second", "eval/accuracy", "eval/format_reward",
+                "eval/format_reward_common", "eval/tool_calls_per_rollout", "eval/tool_calls_emitted_per_rollout",
+                "eval/parallel_turn_fraction"):
         assert key in hist[-1], key
     assert any(k.startswith("train/reward_components/") for k in hist[-1])
     assert any(k.startswith("eval/accuracy/") for k in hist[-1])
@@ -301,3 +366,37 @@ def test_gating_budgets_flag_reaches_the_env_and_is_validated():
     assert env.budgets == (4, 8) and env.nframes_gating
     with pytest.raises(SystemExit):
         core.parse_args(GRPOArgs, ["--gating-budgets", "4,7"])
+
+
+def _advantages_worker(rank, world, init_file, rewards, groups, out_dir):
+    import torch.distributed as td
+
+    td.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        dist = core.Dist(rank, world, rank)
+        mine = [i for i in range(len(rewards)) if i // 4 % world == rank]  # whole groups of 4 per process
+        adv = compute_advantages([rewards[i] for i in mine], [groups[i] for i in mine], group_norm="std",
+                                 batch_norm="std", sum_over_processes=lambda a: core.sum_array(a, dist))
+        np.save(f"{out_dir}/adv_{rank}.npy", np.stack([np.array(mine, dtype=float), adv]))
+    finally:
+        td.destroy_process_group()
+
+
+def test_batch_normalisation_spans_every_process(tmp_path):
+    """Under data parallelism the batch-level normalisation uses the global batch: two processes give the
+    advantages one process computes on the union of their rollouts."""
+    rng = np.random.default_rng(0)
+    rewards = (rng.random(16) * 3).tolist()
+    rewards[:4] = [1.0] * 4  # a group without spread (all zeros after group normalisation) on process 0 only
+    groups = [i // 4 for i in range(16)]
+    whole = compute_advantages(rewards, groups, group_norm="std", batch_norm="std")
+    torch.multiprocessing.spawn(_advantages_worker, args=(2, str(tmp_path / "init"), rewards, groups, str(tmp_path)),
+                                nprocs=2, join=True)
+    got = np.zeros(16)
+    for rank in range(2):
+        idx, adv = np.load(tmp_path / f"adv_{rank}.npy")
+        got[idx.astype(int)] = adv
+        # a process's own rollouts alone would give other numbers (groups differ in spread)
+        local = compute_advantages([rewards[int(i)] for i in idx], [groups[int(i)] for i in idx])
+        assert not np.allclose(local, adv)
+    np.testing.assert_allclose(got, whole, rtol=1e-9, atol=1e-9)

@@ -93,7 +93,8 @@ class GRPOArgs:
     anchor_mode: str = arg("bonus", "bonus: the released sequence-level format bonus (reward); logprob: the paper's "
                                     "formula, +lambda * mean log pi over structural tokens as a loss term", ANCHOR_MODES)
     penalty_gamma: float = arg(0.0, "penalty for a <think> never closed (scaled by lambda; bonus mode only)")
-    tool_reward: bool = arg(False, "R_tool term of the reward")
+    tool_reward: bool = arg(True, "R_tool term of the reward (the released code adds it in every configuration, "
+                                  "vanilla GRPO included; --no-tool-reward is the 'minus R_tool' ablation)")
     format_weight: float = arg(1.0, "w_fmt")
     # GRPO
     learning_rate: float = arg(1e-4, "AdamW learning rate (paper: 2e-6 for an 8B model; the tiny model takes more)")
@@ -357,6 +358,9 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             rollouts.append(r)
     prefix = "<think>\n" if think_prefix else ""
     temp = temperature if temperature > 0 else 0.0
+    # A turn ends at </answer>, end of turn, the token budget, or after as many closed calls as the
+    # env executes per turn (parallel: max_calls_per_turn; sequential: 1). Never at the first call.
+    max_calls = 1 if envs[0].dispatch == "sequential" else envs[0].max_calls
     turn = 0
     while True:
         active = [r for r in rollouts if not r.done]
@@ -364,7 +368,8 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             break
         with timer("generate_main"):
             comps = policy.generate([r.conv for r in active], temperature=temp, top_p=top_p,
-                                    max_new_tokens=max_new_tokens, prefix=prefix, seed=derive_seed(gen_seed, turn, 0))
+                                    max_new_tokens=max_new_tokens, prefix=prefix, max_calls=max_calls,
+                                    seed=derive_seed(gen_seed, turn, 0))
         pending = []  # (rollout, crop results)
         for r, c in zip(active, comps):
             r.conv.append_completion(c)
@@ -408,42 +413,96 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
     return rollouts
 
 
-def rollout_stats(rollouts: Sequence[Rollout]) -> dict[str, float]:
-    """Per-rollout metrics averaged: reward, accuracy, format reward, tool calls, K, components."""
-    out: dict[str, list] = defaultdict(list)
-    for r in rollouts:
-        info = r.info
-        out["reward"].append(r.reward)
-        out["accuracy"].append(float(bool(info.get("correct", False))))
-        out["format_reward"].append(float(info.get("format_reward", 0.0)))
-        out["tool_calls_per_rollout"].append(float(info.get("num_tool_calls", 0)))
-        out["frame_budget"].append(float(info.get("frame_budget", 0)))
-        for k, v in info.get("reward_components", {}).items():
-            out[f"reward_components/{k}"].append(float(v))
-    return {k: float(np.mean(v)) for k, v in out.items()}
+def episode_record(r: Rollout) -> dict:
+    """The plain-data facts of one finished rollout that metrics are computed from (picklable, so
+    processes can gather them)."""
+    info = r.info
+    return {"reward": float(r.reward), "family": info.get("family", ""),
+            "correct": float(bool(info.get("correct", False))),
+            "format_reward": float(info.get("format_reward", 0.0)),
+            "format_reward_common": float(info.get("format_reward_common", 0.0)),
+            "executed": float(info.get("num_tool_calls", 0)), "emitted": float(info.get("num_tool_calls_emitted", 0)),
+            "calls_per_turn": list(info.get("tool_calls_per_turn", [])),
+            "frame_budget": float(info.get("frame_budget", 0)),
+            "components": {k: float(v) for k, v in info.get("reward_components", {}).items()}}
+
+
+def episode_stats(records: Sequence[dict], per_family: bool = False) -> dict[str, float]:
+    """Metrics over finished rollouts (records from `episode_record`), one number each:
+
+    tool_calls_per_rollout is kappa as the released code counts it: sub-agent calls that executed.
+    tool_calls_emitted_per_rollout counts parseable calls written, executed or not (a call in the
+    answering turn or the last allowed turn, or past the per-turn limit, is emitted, not executed).
+    parallel_turn_fraction: of the turns that executed >= 1 call, the share that executed >= 2
+    (pooled over the rollouts; 0 when no turn executed a call). format_reward is the row's own
+    reward configuration; format_reward_common the released PARA-GRPO format on the same text."""
+    def mean(key):
+        return float(np.mean([x[key] for x in records])) if records else 0.0
+
+    turns = [n for x in records for n in x["calls_per_turn"] if n >= 1]
+    out = {"reward": mean("reward"), "accuracy": mean("correct"), "format_reward": mean("format_reward"),
+           "format_reward_common": mean("format_reward_common"), "tool_calls_per_rollout": mean("executed"),
+           "tool_calls_emitted_per_rollout": mean("emitted"),
+           "parallel_turn_fraction": float(np.mean([n >= 2 for n in turns])) if turns else 0.0,
+           "frame_budget": mean("frame_budget")}
+    components = defaultdict(list)
+    for x in records:
+        for k, v in x["components"].items():
+            components[k].append(v)
+    out.update({f"reward_components/{k}": float(np.mean(v)) for k, v in sorted(components.items())})
+    if per_family:
+        fam = defaultdict(list)
+        for x in records:
+            fam[x["family"]].append(x["correct"])
+        out.update({f"accuracy/{f}": float(np.mean(v)) for f, v in sorted(fam.items())})
+    return out
+
+
+def gather_records(records: list[dict], dist: Dist) -> list[dict]:
+    """Every process's records, in rank order (the records themselves on a single process)."""
+    if dist.world == 1:
+        return records
+    gathered = [None] * dist.world
+    torch.distributed.all_gather_object(gathered, records)
+    return [x for part in gathered for x in part]
 
 
 # ============================================================================================
 # GRPO maths
 # ============================================================================================
-def _normalize(x: np.ndarray, mode: str, eps: float = 1e-6) -> np.ndarray:
-    if mode == "none" or x.size == 0:
+def _normalize(x: np.ndarray, mode: str, eps: float = 1e-6, sum_over_processes=None) -> np.ndarray:
+    """(x - mean) / (std + eps) ("std"), x - mean ("mean") or x ("none"). With `sum_over_processes`
+    (a function summing a small array over every process) mean and std are those of the union of
+    every process's x, so data-parallel training normalises over the global batch."""
+    if mode == "none":
         return x
-    centred = x - x.mean()
-    return centred / (x.std() + eps) if mode == "std" else centred
+    moments = np.array([x.size, x.sum(), np.square(x).sum()], dtype=np.float64)
+    if sum_over_processes is not None:
+        moments = sum_over_processes(moments)
+    n, total, total_sq = moments
+    if n == 0:
+        return x
+    mean = total / n
+    centred = x - mean
+    if mode == "mean":
+        return centred
+    std = np.sqrt(max(total_sq / n - mean * mean, 0.0))  # population std (ddof 0)
+    return centred / (std + eps)
 
 
 def compute_advantages(rewards: Sequence[float], groups: Sequence[int], *, scale: float = 1.0, bias: float = 0.0,
-                       group_norm: str = "std", batch_norm: str = "std", eps: float = 1e-6) -> np.ndarray:
-    """r' = scale * r + bias; A = group-normalised r' (per prompt), then batch-normalised.
-    std uses the population standard deviation (ddof 0) plus eps."""
+                       group_norm: str = "std", batch_norm: str = "std", eps: float = 1e-6,
+                       sum_over_processes=None) -> np.ndarray:
+    """r' = scale * r + bias; A = group-normalised r' (per prompt: a group lives on one process),
+    then normalised over the batch: the global batch when `sum_over_processes` is given (see
+    `_normalize`). std uses the population standard deviation (ddof 0) plus eps."""
     r = np.asarray(rewards, dtype=np.float64) * scale + bias
     g = np.asarray(groups)
     adv = np.empty_like(r)
     for k in np.unique(g):
         sel = g == k
         adv[sel] = _normalize(r[sel], group_norm, eps)
-    return _normalize(adv, batch_norm, eps)
+    return _normalize(adv, batch_norm, eps, sum_over_processes)
 
 
 def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
@@ -607,7 +666,7 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000) -> di
     """Validation episodes 0..eval_episodes-1 (episode i reset with seed + i, so gating draws the
     same K every evaluation), split across processes, one rollout each at --eval-temperature."""
     mine = [i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
-    rows = []
+    rows: list[dict] = []
     for start in range(0, len(mine), len(env_pool)):
         idx = mine[start:start + len(env_pool)]
         rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
@@ -615,21 +674,8 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000) -> di
                               sub_max_new_tokens=args.subagent_max_new_tokens, think_prefix=args.think_prefix,
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])
-        rows += [{"family": r.info["family"], "correct": float(bool(r.info.get("correct"))),
-                  "format": float(r.info.get("format_reward", 0.0)),
-                  "tools": float(r.info.get("num_tool_calls", 0))} for r in rs]
-    if dist.world > 1:
-        gathered = [None] * dist.world
-        torch.distributed.all_gather_object(gathered, rows)
-        rows = [x for part in gathered for x in part]
-    out = {"accuracy": float(np.mean([r["correct"] for r in rows])),
-           "format_reward": float(np.mean([r["format"] for r in rows])),
-           "tool_calls_per_rollout": float(np.mean([r["tools"] for r in rows]))}
-    fam = defaultdict(list)
-    for r in rows:
-        fam[r["family"]].append(r["correct"])
-    for f, v in sorted(fam.items()):
-        out[f"accuracy/{f}"] = float(np.mean(v))
+        rows += [episode_record(r) for r in rs]
+    out = episode_stats(gather_records(rows, dist), per_family=True)
     return out
 
 
@@ -787,7 +833,8 @@ def train(args) -> list[dict]:
                                     gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
         model.train()
         adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
-                                 group_norm=args.group_norm, batch_norm=args.batch_norm)
+                                 group_norm=args.group_norm, batch_norm=args.batch_norm,
+                                 sum_over_processes=(lambda a: sum_array(a, dist)) if dist.world > 1 else None)
         seqs = []
         for r, a in zip(rollouts, adv):
             seqs.append(TrainSeq(r.conv, float(a), "main"))
@@ -795,15 +842,15 @@ def train(args) -> list[dict]:
                 seqs += [TrainSeq(c, float(a), "sub") for c in r.sub_convs]
         with timer("backward"):
             upd = grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
-        stats = rollout_stats(rollouts)
+        stats = episode_stats(gather_records([episode_record(r) for r in rollouts], dist))
         gen_tokens = sum(r.gen_tokens for r in rollouts)
         elapsed = time.perf_counter() - t0
-        metrics = {f"train/{k}": v for k, v in stats.items()}
-        metrics.update({f"train/{k}": v for k, v in upd.items()})
+        metrics = {f"train/{k}": v for k, v in upd.items()}
         metrics["train/advantage_abs"] = float(np.mean(np.abs(adv)))
         metrics["train/main_tokens_per_rollout"] = float(np.mean([r.main_tokens for r in rollouts]))
         metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
         metrics = reduce_metrics(metrics, dist)
+        metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
         tot_tokens = reduce_sum(gen_tokens, dist)
         metrics["perf/step_seconds"] = elapsed
         metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
@@ -820,9 +867,9 @@ def train(args) -> list[dict]:
             rec = {"step": step, **metrics}
             history.append(rec)
             new_history.append(rec)
-            bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward']:.2f}",
-                            acc=f"{metrics['train/accuracy']:.2f}", tools=f"{metrics['train/tool_calls_per_rollout']:.2f}",
-                            s=f"{elapsed:.1f}")
+            bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward_common']:.2f}",
+                            acc=f"{metrics['train/accuracy']:.2f}", calls=f"{metrics['train/tool_calls_per_rollout']:.2f}",
+                            par=f"{metrics['train/parallel_turn_fraction']:.2f}", s=f"{elapsed:.1f}")
         last = step == args.total_steps
         if dist.main and ((args.checkpoint_every and step % args.checkpoint_every == 0) or last):
             save_training_checkpoint(run_dir, step, model, optimizer, args, history)
@@ -846,8 +893,7 @@ def _comm_device() -> torch.device:
 
 
 def reduce_metrics(metrics: dict[str, float], dist: Dist) -> dict[str, float]:
-    """Mean of each scalar over processes (every process logs the same keys in the same order...
-    except reward components, which every process also has: the env reports all terms)."""
+    """Mean of each scalar over processes (every process computes the same keys)."""
     if dist.world == 1:
         return metrics
     keys = sorted(metrics)
@@ -856,12 +902,17 @@ def reduce_metrics(metrics: dict[str, float], dist: Dist) -> dict[str, float]:
     return {k: float(v) / dist.world for k, v in zip(keys, t)}
 
 
-def reduce_sum(x: float, dist: Dist) -> float:
+def sum_array(x: np.ndarray, dist: Dist) -> np.ndarray:
+    """Element-wise sum of a small float array over every process."""
     if dist.world == 1:
-        return float(x)
-    t = torch.tensor([float(x)], dtype=torch.float64, device=_comm_device())
+        return np.asarray(x, dtype=np.float64)
+    t = torch.tensor(np.asarray(x, dtype=np.float64), device=_comm_device())
     torch.distributed.all_reduce(t)
-    return float(t)
+    return t.cpu().numpy()
+
+
+def reduce_sum(x: float, dist: Dist) -> float:
+    return float(sum_array(np.array([float(x)]), dist)[0])
 
 
 def main_for(args_cls, argv=None, description: str = "") -> list[dict]:

@@ -4,8 +4,9 @@
     python trainers/grpo.py --frame-budget 16 --model path/to/checkpoint
     torchrun --nproc_per_node=2 trainers/grpo.py
 
-No think prefix, default format weights, no anchor bonus or penalty, no R_tool, a fixed
-frame budget K = 64 (the Tool Necessity Gap setting). Same schedule and machinery as
+No think prefix, default format weights, no anchor bonus or penalty, a fixed frame budget
+K = 64 (the Tool Necessity Gap setting). R_tool stays on, as in the released code, which adds it
+in every configuration. Same schedule and machinery as
 trainers/para_grpo.py (trainers/core.py); only the defaults differ.
 """
 
@@ -25,7 +26,6 @@ class Args(GRPOArgs):
     answer_suffix: bool = False
     anchor_lambda: float = 0.0
     penalty_gamma: float = 0.0
-    tool_reward: bool = False
     nframes_gating: bool = False
     frame_budget: int = 64
 

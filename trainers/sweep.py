@@ -16,8 +16,10 @@ logprob_anchor    full, with the paper's log-prob anchoring instead of the seque
 sequential        full, sequential dispatch (one crop per turn)
 ================  ================================================================================
 
-Writes ``<out>/sweep.json``, ``<out>/sweep.md`` (f_tau = mean ``train/format_reward`` and kappa =
-mean ``train/tool_calls_per_rollout`` over the last quarter of steps; eval numbers at the end)
+Writes ``<out>/sweep.json``, ``<out>/sweep.md`` (f_tau = mean ``train/format_reward_common``, the
+released PARA-GRPO format applied to every row's rollouts, so rows trained on different rewards
+compare; the row's own ``train/format_reward`` beside it; kappa = mean
+``train/tool_calls_per_rollout``, executed calls, over the last quarter of steps; eval numbers at the end)
 and ``<out>/sweep.png`` (format reward and tool calls per step, one curve per row). Each run's
 TensorBoard folder is ``runs/sweep_<row>__s<seed>``.
 """
@@ -34,11 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trainers import para_grpo  # noqa: E402
 
-VANILLA = ["--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0",
-           "--no-tool-reward"]
+# R_tool stays on in every row but "no_tool_reward": the released code adds it everywhere.
+VANILLA = ["--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0"]
 ROWS: dict[str, list[str]] = {
     "grpo": VANILLA + ["--no-nframes-gating", "--frame-budget", "64"],
-    "anchoring": ["--no-nframes-gating", "--frame-budget", "64", "--no-tool-reward"],
+    "anchoring": ["--no-nframes-gating", "--frame-budget", "64"],
     "gating": VANILLA + ["--nframes-gating"],
     "full": [],
     "no_tool_reward": ["--no-tool-reward"],
@@ -49,7 +51,7 @@ ROWS: dict[str, list[str]] = {
 
 
 def summarize(history: list[dict]) -> dict:
-    steps = [h for h in history if h.get("step", 0) > 0 and "train/format_reward" in h]
+    steps = [h for h in history if h.get("step", 0) > 0 and "train/format_reward_common" in h]
     tail = steps[-max(1, len(steps) // 4):] if steps else []
 
     def mean(key, rows):
@@ -58,10 +60,13 @@ def summarize(history: list[dict]) -> dict:
 
     evals = [h for h in history if "eval/accuracy" in h]
     last_eval = evals[-1] if evals else {}
-    return {"steps": len(steps), "f_tau": mean("train/format_reward", tail),
-            "kappa": mean("train/tool_calls_per_rollout", tail), "train_accuracy": mean("train/accuracy", tail),
+    return {"steps": len(steps), "f_tau": mean("train/format_reward_common", tail),
+            "f_own": mean("train/format_reward", tail), "kappa": mean("train/tool_calls_per_rollout", tail),
+            "kappa_emitted": mean("train/tool_calls_emitted_per_rollout", tail),
+            "parallel_turn_fraction": mean("train/parallel_turn_fraction", tail),
+            "train_accuracy": mean("train/accuracy", tail),
             "eval_accuracy": last_eval.get("eval/accuracy", float("nan")),
-            "eval_format_reward": last_eval.get("eval/format_reward", float("nan")),
+            "eval_format_reward": last_eval.get("eval/format_reward_common", float("nan")),
             "eval_tool_calls_per_rollout": last_eval.get("eval/tool_calls_per_rollout", float("nan")),
             "seconds_per_step": mean("perf/step_seconds", steps)}
 
@@ -74,12 +79,12 @@ def plot(results: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for row, r in results.items():
-        steps = [h for h in r["history"] if "train/format_reward" in h]
+        steps = [h for h in r["history"] if "train/format_reward_common" in h]
         xs = [h["step"] for h in steps]
-        axes[0].plot(xs, [h["train/format_reward"] for h in steps], label=row)
+        axes[0].plot(xs, [h["train/format_reward_common"] for h in steps], label=row)
         axes[1].plot(xs, [h["train/tool_calls_per_rollout"] for h in steps], label=row)
-    axes[0].set(title="format reward at training temperature (f_tau)", xlabel="step")
-    axes[1].set(title="tool calls per rollout (kappa)", xlabel="step")
+    axes[0].set(title="common format reward at training temperature (f_tau)", xlabel="step")
+    axes[1].set(title="executed tool calls per rollout (kappa)", xlabel="step")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -105,10 +110,11 @@ def main(argv=None):
         history = para_grpo.main(argv_row)
         results[row] = {"flags": argv_row, **summarize(history), "history": history}
         (out / "sweep.json").write_text(json.dumps(results, indent=1))
-    lines = ["| row | f_tau | kappa | train acc | eval acc | eval format | eval kappa | s/step |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | f_tau | own format | kappa | emitted | parallel turns | train acc | eval acc | eval format | "
+             "eval kappa | s/step |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row, r in results.items():
-        lines.append(f"| {row} | {r['f_tau']:.3f} | {r['kappa']:.3f} | {r['train_accuracy']:.3f} | "
+        lines.append(f"| {row} | {r['f_tau']:.3f} | {r['f_own']:.3f} | {r['kappa']:.3f} | {r['kappa_emitted']:.3f} | "
+                     f"{r['parallel_turn_fraction']:.2f} | {r['train_accuracy']:.3f} | "
                      f"{r['eval_accuracy']:.3f} | {r['eval_format_reward']:.3f} | "
                      f"{r['eval_tool_calls_per_rollout']:.3f} | {r['seconds_per_step']:.1f} |")
     (out / "sweep.md").write_text("\n".join(lines) + "\n")

@@ -31,7 +31,10 @@ from transformers import GenerationConfig, LogitsProcessor, StoppingCriteria
 
 from agents.lmm.tokenizer import check_tokenizer
 
-DEFAULT_STOP = ("</answer>", "</tool_call>", "</tool_code>")
+# A turn ends at its answer. Tool calls do NOT end a turn: under parallel dispatch one turn holds
+# several calls, so `generate(max_calls=N)` ends it after the N-th closed call instead.
+DEFAULT_STOP = ("</answer>",)
+CALL_CLOSERS = ("</tool_call>", "</tool_code>")
 DEFAULT_PREFIX = "<think>\n"
 
 
@@ -80,7 +83,7 @@ class LMMPolicy(Protocol):
     def extend(self, conv: Conversation, messages: list[dict], add_generation_prompt: bool = True) -> Conversation: ...
     def generate(self, convs: Sequence[Conversation], *, temperature: float = 0.7, top_p: float = 1.0,
                  max_new_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP, prefix: str = DEFAULT_PREFIX,
-                 seed: int | None = None) -> list[Completion]: ...
+                 seed: int | None = None, max_calls: int | None = None) -> list[Completion]: ...
     def completion_logprobs(self, convs: Sequence[Conversation], completions: Sequence[Completion], *,
                             temperature: float | None = None) -> list[torch.Tensor]: ...
     def conversation_logprobs(self, convs: Sequence[Conversation], *,
@@ -111,38 +114,58 @@ class _RecordLogprobs(LogitsProcessor):
 
 
 class _StopOnStrings(StoppingCriteria):
-    """Per-row stop when a stop string appears in the generated text. Decodes only a short tail
-    (a stop string of n bytes spans at most n + 1 byte-level tokens), never the forced prefix."""
+    """Per-row stop when a stop string appears in the generated text, or after the `max_calls`-th
+    closed tool call (a </tool_call> or </tool_code> written after the forced prefix).
 
-    def __init__(self, tokenizer, stops: Sequence[str], prompt_len: int):
-        self.tok, self.prompt_len = tokenizer, prompt_len
-        # A stop string that is an added token (the structural tags) can only appear as that
-        # token, so it is checked by id, batched; only the others need decoding, which costs a
-        # Python call per row per step.
+    A string that is an added token (the structural tags of the tiny tokenizer) can only appear as
+    that token, so it is checked by id, batched. Other strings (a stock tokenizer's multi-token
+    tags) are found by decoding a short tail: a string of n bytes spans at most n + 1 byte-level
+    tokens, and comparing the tail with and without its newest token counts each occurrence once."""
+
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_len: int, max_calls: int | None = None,
+                 batch_size: int = 1):
+        self.tok, self.prompt_len, self.max_calls = tokenizer, prompt_len, max_calls
         vocab = tokenizer.get_added_vocab()
         self.stop_ids = [vocab[s] for s in stops if s in vocab]
         self.stops = [s for s in stops if s not in vocab]
-        self.window = max((len(s.encode()) for s in self.stops), default=0) + 1
+        closers = CALL_CLOSERS if max_calls is not None else ()
+        self.closer_ids = [vocab[s] for s in closers if s in vocab]
+        self.closers = [s for s in closers if s not in vocab]
+        self.window = max((len(s.encode()) for s in self.stops + self.closers), default=0) + 1
+        self.calls = torch.zeros(batch_size, dtype=torch.long)
         self.stopped_at: dict[int, int] = {}  # row -> number of generated tokens incl. the stop
+
+    def _tail_text(self, input_ids, row: int, n_gen: int, drop_last: bool) -> str:
+        end = input_ids.shape[1] - (1 if drop_last else 0)
+        start = input_ids.shape[1] - min(n_gen, self.window)
+        return self.tok.decode(input_ids[row, start:end].tolist(), skip_special_tokens=False)
 
     def __call__(self, input_ids, scores, **kwargs):
         n_gen = input_ids.shape[1] - self.prompt_len
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        device = input_ids.device
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=device)
         if self.stopped_at:
             done[list(self.stopped_at)] = True
+        hit = torch.zeros_like(done)
         if self.stop_ids:
-            hit = torch.isin(input_ids[:, -1], torch.tensor(self.stop_ids, device=input_ids.device)) & ~done
-            for row in hit.nonzero().flatten().tolist():
-                self.stopped_at[row] = n_gen
-            done |= hit
-        if self.stops:
+            hit |= torch.isin(input_ids[:, -1], torch.tensor(self.stop_ids, device=device))
+        if self.closer_ids:
+            closed = torch.isin(input_ids[:, -1], torch.tensor(self.closer_ids, device=device)) & ~done
+            self.calls += closed.cpu().long()
+        if self.stops or self.closers:
             for row in (~done).nonzero().flatten().tolist():
-                tail = input_ids[row, input_ids.shape[1] - min(n_gen, self.window):].tolist()
-                text = self.tok.decode(tail, skip_special_tokens=False)
+                text = self._tail_text(input_ids, row, n_gen, drop_last=False)
                 if any(s in text for s in self.stops):
-                    self.stopped_at[row] = n_gen
-                    done[row] = True
-        return done
+                    hit[row] = True
+                if self.closers:
+                    before = self._tail_text(input_ids, row, n_gen, drop_last=True)
+                    self.calls[row] += sum(text.count(s) - before.count(s) for s in self.closers)
+        if self.max_calls is not None:
+            hit |= (self.calls >= self.max_calls).to(device)
+        hit &= ~done
+        for row in hit.nonzero().flatten().tolist():
+            self.stopped_at[row] = n_gen
+        return done | hit
 
 
 class TransformersPolicy:
@@ -300,10 +323,12 @@ class TransformersPolicy:
     @torch.no_grad()
     def generate(self, convs: Sequence[Conversation], *, temperature: float = 0.7, top_p: float = 1.0,
                  max_new_tokens: int = 256, stop: Sequence[str] = DEFAULT_STOP, prefix: str = DEFAULT_PREFIX,
-                 seed: int | None = None) -> list[Completion]:
+                 seed: int | None = None, max_calls: int | None = None) -> list[Completion]:
         """Sample one completion per conversation, batched. The forced `prefix` is appended to the
         prompt before sampling and is part of each completion. A sequence ends at a stop string
-        (included in the text), at <|im_end|>/<|endoftext|> (included), or at max_new_tokens.
+        (included in the text), at <|im_end|>/<|endoftext|> (included), at max_new_tokens, or, when
+        `max_calls` is set, right after its `max_calls`-th closed tool call (parallel dispatch: the
+        env's calls-per-turn limit; sequential dispatch: 1). `max_calls=None` never stops on calls.
         `seed` makes the batch reproducible (same batch composition -> same samples)."""
         if not convs:
             return []
@@ -317,7 +342,7 @@ class TransformersPolicy:
         prompt_len = batch["input_ids"].shape[1]
         t = float(temperature) if temperature and temperature > 0 else 1.0
         recorder = _RecordLogprobs(t)
-        stopper = _StopOnStrings(self.tokenizer, stop, prompt_len)
+        stopper = _StopOnStrings(self.tokenizer, stop, prompt_len, max_calls, len(convs))
         gen_cfg = GenerationConfig(  # built from scratch: a checkpoint's defaults (top_k, penalties) must not leak in
             do_sample=bool(temperature and temperature > 0), temperature=t if temperature else None,
             top_p=top_p if temperature else None, top_k=0 if temperature else None,
