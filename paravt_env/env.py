@@ -44,6 +44,16 @@ Keyword arguments:
     frame_size: (height, width) of every frame. crop_fps, crop_max_frames: crop sampling.
     reward_config: a :class:`~paravt_env.rewards.RewardConfig`.
     render_mode: ``None`` or ``"rgb_array"`` (a timeline picture of the episode).
+    tools: ``False`` advertises no tool (the "without sub-agent" setting): calls are answered with an
+        in-band error and never run.
+
+Info (every step): ``messages``, ``frame_budget``, ``family``, ``turn``; tool calls as the released code
+counts them: ``num_tool_calls`` = calls that executed (a crop ran and went to the sub-agent; kappa),
+``num_tool_calls_emitted`` = parseable calls written in any turn, executed or not (a call in the answering
+turn or the last allowed turn, or past the per-turn limit, is emitted only), ``tool_calls_per_turn`` =
+executed calls of each assistant turn. At the end: ``reward_components``, ``format_reward`` (this env's
+``reward_config``), ``format_reward_common`` (the released PARA-GRPO format on the same text, the metric
+that compares runs trained on different rewards), ``correct``, ``answer``.
 """
 
 from __future__ import annotations
@@ -79,6 +89,13 @@ what a window of the video shows (sampled at 1 frame per second, at most {max_fr
 {dispatch_rule}
 Always think first inside <think>...</think>. When you know the answer, reply \
 <think>...</think><answer>...</answer>. For multiple choice, answer with the option letter."""
+
+# tools=False: the same episode with no tool advertised (the "without sub-agent" evaluation, and
+# plain single-turn GRPO on a VLM); calls written anyway are answered with an in-band error.
+NO_TOOL_SYSTEM_PROMPT = """You answer questions about a long video. You see {k} frames sampled uniformly over the \
+whole video, each preceded by its timestamp. Always think first inside <think>...</think>, then reply \
+<think>...</think><answer>...</answer>. For multiple choice, answer with the option letter."""
+NO_TOOL_ERROR = "no tool is available in this episode; answer from the frames you were shown"
 
 DISPATCH_RULES = {
     "parallel": "You may call crop_video up to {max_calls} times in one turn; the calls run in parallel. "
@@ -152,7 +169,7 @@ class ParaVTLongVideoEnv(gym.Env):
                  think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None):
+                 dataset=None, tools: bool = True):
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
         if not (subagent in ("oracle", "frames") or callable(subagent)):
@@ -176,6 +193,7 @@ class ParaVTLongVideoEnv(gym.Env):
         self.crop_fps, self.crop_max_frames = float(crop_fps), int(crop_max_frames)
         self.reward_config = reward_config or RewardConfig()
         self.render_mode = render_mode
+        self.tools = bool(tools)
 
         h, w = self.frame_size
         k_max, c_max = max(budgets), self.max_calls * self.crop_max_frames
@@ -225,7 +243,8 @@ class ParaVTLongVideoEnv(gym.Env):
         q = self.episode.question
         system = SYSTEM_PROMPT.format(
             k=self.k, max_frames=self.crop_max_frames,
-            dispatch_rule=DISPATCH_RULES[self.dispatch].format(max_calls=self.max_calls, max_turns=self.max_turns))
+            dispatch_rule=DISPATCH_RULES[self.dispatch].format(max_calls=self.max_calls, max_turns=self.max_turns)
+        ) if self.tools else NO_TOOL_SYSTEM_PROMPT.format(k=self.k)
         content: list[dict] = []
         for img, t in zip(self.overview.images, self.overview.timestamps):
             content.append({"type": "text", "text": f"<{t:.1f} seconds>"})
@@ -305,7 +324,9 @@ class ParaVTLongVideoEnv(gym.Env):
         results = [self._validate(c) for c in calls]
         allowed = 1 if self.dispatch == "sequential" else self.max_calls
         for i, r in enumerate(results):
-            if i >= allowed and r.ok:
+            if not self.tools and r.ok:
+                r.error = NO_TOOL_ERROR
+            elif i >= allowed and r.ok:
                 r.error = ("sequential dispatch runs one call per turn; this call was not run"
                            if self.dispatch == "sequential"
                            else f"at most {self.max_calls} calls per turn; this call was not run")

@@ -274,3 +274,35 @@ def test_reset_options_pin_episode_and_budget():
     assert info["episode_index"] == 5 and info["frame_budget"] == 32
     with pytest.raises(ValueError, match="frame_budget"):
         env.reset(options={"frame_budget": 7})
+
+
+def test_no_tools_episode_advertises_no_tool_and_runs_no_call():
+    import gymnasium as gym
+
+    env = gym.make("ParaVT-LongVideo-v0", tools=False, frame_budget=4)
+    _, info = env.reset(seed=0)
+    assert "crop_video" not in info["messages"][0]["content"]
+    call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": 1, "end_time": 5}}</tool_call>'
+    _, reward, terminated, _, info = env.step("look closer</think>" + call + call)
+    assert not terminated and info["num_tool_calls"] == 0 and info["num_tool_calls_emitted"] == 2
+    assert info["tool_calls_per_turn"] == [0]
+    assert info["messages"][-1]["content"][0]["text"].count("no tool is available") == 1
+    _, reward, terminated, _, info = env.step("fine</think><answer>A</answer>")
+    assert terminated and info["reward_components"]["tool/executed"] == 0
+
+
+def test_executed_and_emitted_calls_are_counted_per_turn():
+    import gymnasium as gym
+
+    env = gym.make("ParaVT-LongVideo-v0", frame_budget=4, max_turns=2, max_calls_per_turn=2)
+    env.reset(seed=0)
+    call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}</tool_call>'
+    bad = '<tool_call>{"name": "crop_video", "arguments": {"start_time": 9, "end_time": 3}}</tool_call>'
+    # 3 valid + 1 invalid written; the limit admits the first 2 written, of which 1 is valid
+    _, _, _, _, info = env.step("x</think>" + call % (0, 5) + bad + call % (10, 15) + call % (20, 25))
+    assert info["tool_calls_per_turn"] == [1] and info["num_tool_calls"] == 1 and info["num_tool_calls_emitted"] == 4
+    # the last allowed turn: its call is emitted, not executed
+    _, _, terminated, truncated, info = env.step("y</think>" + call % (30, 35))
+    assert truncated and info["tool_calls_per_turn"] == [1, 0]
+    assert info["num_tool_calls"] == 1 and info["num_tool_calls_emitted"] == 5
+    assert 0.0 <= info["format_reward_common"] <= 1.0

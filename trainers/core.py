@@ -80,6 +80,8 @@ class GRPOArgs:
     frame_budget: int = arg(64, "K overview frames when nFrames gating is off", GATING_BUDGETS)
     frame_size: int = arg(28, "frame height = width in pixels (the tiny model was pretrained at 28)")
     crop_max_frames: int = arg(8, "frames per crop (1 fps)")
+    tools: bool = arg(True, "advertise the crop tool; --no-tools trains plain GRPO on the overview alone (calls "
+                            "written anyway are answered with an in-band error)")
     world_seed: int = arg(0, "synthetic world seed")
     dataset_size: int = arg(6000, "episodes per split")
     # PARA-GRPO knobs
@@ -119,6 +121,8 @@ class GRPOArgs:
     # logging / eval / checkpoints
     eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = never")
     eval_episodes: int = arg(24, "validation episodes per evaluation (split across processes)")
+    eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
+                                          "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
     checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps (and at the end); 0 = only at the end")
     resume: bool = arg(False, "continue runs/<run name>/ from its latest checkpoint")
     progress: bool = arg(True, "tqdm progress bar")
@@ -296,7 +300,7 @@ def clean_summary(text: str, policy) -> str:
     return text.strip()
 
 
-def make_env(args, split: str, policy=None):
+def make_env(args, split: str, policy=None, tools: bool | None = None):
     from paravt_env.env import ParaVTLongVideoEnv
 
     return ParaVTLongVideoEnv(
@@ -308,7 +312,7 @@ def make_env(args, split: str, policy=None):
                   if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
-        reward_config=reward_config(args))
+        reward_config=reward_config(args), tools=args.tools if tools is None else tools)
 
 
 @dataclass
@@ -801,11 +805,16 @@ def train(args) -> list[dict]:
 
     n_env = args.prompts_per_step * args.group_size
     train_envs = [make_env(args, "train", policy) for _ in range(n_env)]
-    eval_envs = [make_env(args, "validation", policy) for _ in range(min(max(args.eval_episodes, 1), 32))]
+    n_eval = min(max(args.eval_episodes, 1), 32) if args.eval_every else 0
+    eval_envs = [make_env(args, "validation", policy) for _ in range(n_eval)]
+    no_tool_envs = ([make_env(args, "validation", policy, tools=False) for _ in range(n_eval)]
+                    if args.eval_without_tools else [])
 
     def run_eval(step):
         model.eval()
         m = evaluate(policy, eval_envs, args, dist)
+        if no_tool_envs:
+            m.update({f"no_tools/{k}": v for k, v in evaluate(policy, no_tool_envs, args, dist).items()})
         model.train()
         if writer is not None:
             for k, v in m.items():
@@ -877,7 +886,7 @@ def train(args) -> list[dict]:
             from agents.lmm.tiny_qwen import save_checkpoint
 
             save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor)
-    for e in train_envs + eval_envs:
+    for e in train_envs + eval_envs + no_tool_envs:
         e.close()
     if writer is not None:
         writer.close()
