@@ -345,19 +345,47 @@ def test_gating_budget_is_a_function_of_the_prompt_seed():
     assert out == f"{core.derive_seed(1, 3, 0, 0)}\n"
 
 
-def test_sweep_runs_rows_and_writes_table_and_plot(tiny_dir, tmp_path):
+def test_sweep_runs_rows_resumes_and_reports(tiny_dir, tmp_path):
     from trainers import sweep
 
-    sweep.main(["--rows", "grpo,full", "--out", str(tmp_path / "out"), *tiny_argv(tiny_dir, tmp_path / "runs")])
-    table = (tmp_path / "out" / "sweep.md").read_text()
-    assert "| grpo |" in table and "| full |" in table
-    assert (tmp_path / "out" / "sweep.png").stat().st_size > 1000
-    import json
+    out = tmp_path / "out"
+    flags = tiny_argv(tiny_dir, tmp_path)
+    i = flags.index("--runs-dir")
+    del flags[i:i + 2]
+    argv = ["--rows", "cold_start,grpo", "--seeds", "1,2", "--jobs", "2", "--out", str(out), "--no-progress", *flags]
+    results = sweep.main(argv)
+    assert set(results) == {"cold_start", "grpo"} and results["grpo"]["seeds"] == [1, 2]
+    for row in results.values():
+        assert row["f_tau"]["n"] == 2 and row["kappa"]["n"] == 2 and row["steps"]["mean"] == 2
+        assert not math.isnan(row["eval_accuracy_no_subagent"]["mean"])
+    assert (out / "runs" / "grpo__s2" / "final_model").is_dir()
+    table = (out / "results.md").read_text()
+    assert "| grpo |" in table and "| cold_start |" in table
+    assert (out / "curves.png").stat().st_size > 1000
+    # the cold start is never updated: the same weights at the end
+    import safetensors.torch as st
 
-    result = json.loads((tmp_path / "out" / "sweep.json").read_text())
-    assert result["grpo"]["steps"] == 2 and "--no-think-prefix" in result["grpo"]["flags"]
+    a = st.load_file(str(Path(tiny_dir) / "model.safetensors"))
+    b = st.load_file(str(out / "runs" / "cold_start__s1" / "final_model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # rerunning skips every finished run; the report is rebuilt from the run folders
+    stamp = (out / "runs" / "grpo__s1" / "history.json").stat().st_mtime_ns
+    again = sweep.main(argv)
+    assert (out / "runs" / "grpo__s1" / "history.json").stat().st_mtime_ns == stamp
+    assert again["grpo"]["f_tau"]["mean"] == pytest.approx(results["grpo"]["f_tau"]["mean"])
     with pytest.raises(SystemExit):
         sweep.main(["--rows", "nonsense"])
+    with pytest.raises(SystemExit):
+        sweep.main(["--rows", "grpo", "--runs-dir", "elsewhere"])
+
+
+def test_sweep_spread_statistics():
+    from trainers.sweep import spread
+
+    s = spread([1.0, 2.0, 3.0])
+    assert s["mean"] == 2.0 and s["std"] == pytest.approx(1.0) and s["n"] == 3
+    assert s["ci95"] == pytest.approx([2 - 4.303 / math.sqrt(3), 2 + 4.303 / math.sqrt(3)], rel=1e-4)
+    assert spread([float("nan")])["n"] == 0 and math.isnan(spread([5.0])["ci95"][0])
 
 
 def test_gating_budgets_flag_reaches_the_env_and_is_validated():

@@ -99,7 +99,8 @@ class GRPOArgs:
                                   "vanilla GRPO included; --no-tool-reward is the 'minus R_tool' ablation)")
     format_weight: float = arg(1.0, "w_fmt")
     # GRPO
-    learning_rate: float = arg(1e-4, "AdamW learning rate (paper: 2e-6 for an 8B model; the tiny model takes more)")
+    learning_rate: float = arg(1e-4, "AdamW learning rate (paper: 2e-6 for an 8B model; the tiny model takes more); "
+                                     "0 skips the update: the steps then measure the starting policy")
     weight_decay: float = arg(0.01, "AdamW weight decay (paper: 0.01)")
     max_grad_norm: float = arg(1.0, "gradient clipping (paper: 1.0)")
     clip_eps: float = arg(0.2, "PPO clip epsilon (paper: 0.2)")
@@ -174,6 +175,8 @@ def validate_args(args) -> None:
                  "max_calls_per_turn", "frame_size", "crop_max_frames", "micro_batch_size", "update_epochs"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+    if not args.learning_rate >= 0:
+        raise ValueError("--learning-rate must be >= 0 (0 measures the starting policy without updating it)")
     if args.temperature <= 0:
         raise ValueError("--temperature must be > 0 (GRPO samples)")
     try:
@@ -849,8 +852,9 @@ def train(args) -> list[dict]:
             seqs.append(TrainSeq(r.conv, float(a), "main"))
             if args.train_subagents:
                 seqs += [TrainSeq(c, float(a), "sub") for c in r.sub_convs]
-        with timer("backward"):
-            upd = grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
+        with timer("backward"):  # learning rate 0 measures the starting policy (the sweep's cold_start row)
+            upd = (grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
+                   if args.learning_rate > 0 else {})
         stats = episode_stats(gather_records([episode_record(r) for r in rollouts], dist))
         gen_tokens = sum(r.gen_tokens for r in rollouts)
         elapsed = time.perf_counter() - t0

@@ -1,56 +1,213 @@
-"""The ablation sweep of PAPER.md's table: one PARA-GRPO run per row, same seed and schedule.
+"""The Tool Prior Paradox ablations as one command: every row x seed a trainer run, then a report.
 
-    python trainers/sweep.py --rows grpo,full --total-steps 30          # any extra flag goes to every run
-    python trainers/sweep.py --model path/to/cold_start --device cuda --total-steps 100
+    python trainers/sweep.py --preset cpu                       # 2-core CPU: 5 rows, 1 seed, short (see --help)
+    python trainers/sweep.py --preset paper --device cuda --jobs 24 --out benchmarks/results/reproduction
+    python trainers/sweep.py --rows grpo,full --seeds 1,2 --total-steps 30     # any trainer flag goes to every run
+    python trainers/sweep.py --report-only --out DIR            # rebuild the tables and plots from DIR/runs
 
-Rows (each differs from PARA-GRPO's defaults only in the flags shown):
+Rows (the paper's ablation table and its contrasts; each row is a trainer script plus a few flags):
 
-================  ================================================================================
-grpo              all mechanisms off, K = 64 (the "+ SFT + GRPO" row)
-anchoring         think prefix, answer suffix, anchor bonus, penalty; K = 64 (no gating)
-gating            nFrames gating only
-full              PARA-GRPO
+================  ==========================================================================================
+cold_start        the shipped strong cold start, no RL: the same rollouts with learning rate 0 (no update)
+grpo              vanilla GRPO (trainers/grpo.py): no anchoring, no gating, K = 64
+anchoring         Exploration Anchoring only: think prefix, answer suffix, anchor bonus and penalty; K = 64
+gating            nFrames Gating only: vanilla format reward, K drawn per prompt
+full              PARA-GRPO (trainers/para_grpo.py)
 no_tool_reward    full minus R_tool
-no_gamma          full minus the penalty gamma
-logprob_anchor    full, with the paper's log-prob anchoring instead of the sequence bonus
-sequential        full, sequential dispatch (one crop per turn)
-================  ================================================================================
+no_gamma          full minus the unclosed-think penalty gamma
+anchor_logprob    full with the paper's token-level log-prob anchor instead of the released sequence bonus
+sequential        full with sequential dispatch (one crop per turn), same checkpoint (trainers/sequential_tool.py)
+weak_grpo         the weak-prior cold start under vanilla GRPO
+weak_full         the weak-prior cold start under PARA-GRPO
+full_oracle       full with the world's truthful caption as sub-agent (a control: perfect tool answers)
+================  ==========================================================================================
 
-Writes ``<out>/sweep.json``, ``<out>/sweep.md`` (f_tau = mean ``train/format_reward_common``, the
-released PARA-GRPO format applied to every row's rollouts, so rows trained on different rewards
-compare; the row's own ``train/format_reward`` beside it; kappa = mean
-``train/tool_calls_per_rollout``, executed calls, over the last quarter of steps; eval numbers at the end)
-and ``<out>/sweep.png`` (format reward and tool calls per step, one curve per row). Each run's
-TensorBoard folder is ``runs/sweep_<row>__s<seed>``.
+R_tool is on in every row but no_tool_reward, as in the released code. Every row is evaluated with and
+without the sub-agent (``--eval-without-tools``).
+
+Each run is a trainer process (``--jobs`` at a time; on GPUs they are spread over the visible devices and
+share them) writing ``<out>/runs/<row>__s<seed>/`` (TensorBoard, checkpoints, history.json). Rerunning the
+same command skips finished runs and resumes partial ones from their last checkpoint (``--resume``), so a
+sweep can span several jobs that each end at a hard time limit (``--time-limit-s`` stops cleanly before).
+
+Report (``<out>/``): ``results.json`` (per row: seeds, and for f_tau, kappa, eval accuracy with and
+without the sub-agent, per-family accuracy: mean, std and a 95% t-interval over seeds, plus steps and
+wall time), ``results.md`` (the table), ``curves.png`` (common format reward, executed calls and eval
+accuracy against step; one line per row, seeds as a band). f_tau = mean ``train/format_reward_common``
+(the released PARA-GRPO format applied to every row's rollouts at the training temperature) and kappa =
+mean ``train/tool_calls_per_rollout`` (executed sub-agent calls), both over the last quarter of steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import signal
+import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from trainers import para_grpo  # noqa: E402
-
-# R_tool stays on in every row but "no_tool_reward": the released code adds it everywhere.
+# vanilla format: no prefix, default format weights, no anchor (R_tool stays, as released)
 VANILLA = ["--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0"]
-ROWS: dict[str, list[str]] = {
-    "grpo": VANILLA + ["--no-nframes-gating", "--frame-budget", "64"],
-    "anchoring": ["--no-nframes-gating", "--frame-budget", "64"],
-    "gating": VANILLA + ["--nframes-gating"],
-    "full": [],
-    "no_tool_reward": ["--no-tool-reward"],
-    "no_gamma": ["--penalty-gamma", "0"],
-    "logprob_anchor": ["--anchor-mode", "logprob", "--anchor-lambda", "0.1"],
-    "sequential": ["--dispatch", "sequential", "--max-calls-per-turn", "1"],
+
+
+@dataclass(frozen=True)
+class Row:
+    script: str                       # trainers/<script>.py
+    flags: tuple[str, ...] = ()
+    prior: str = "strong"
+    about: str = ""
+
+
+ROWS: dict[str, Row] = {
+    "cold_start": Row("para_grpo", ("--learning-rate", "0"), about="SFT cold start, no RL"),
+    "grpo": Row("grpo", (), about="+ GRPO"),
+    "anchoring": Row("para_grpo", ("--no-nframes-gating", "--frame-budget", "64"), about="+ Exploration Anchoring only"),
+    "gating": Row("para_grpo", (*VANILLA, "--nframes-gating"), about="+ nFrames Gating only"),
+    "full": Row("para_grpo", (), about="+ PARA-GRPO (full)"),
+    "no_tool_reward": Row("para_grpo", ("--no-tool-reward",), about="full minus R_tool"),
+    "no_gamma": Row("para_grpo", ("--penalty-gamma", "0"), about="full minus penalty gamma"),
+    "anchor_logprob": Row("para_grpo", ("--anchor-mode", "logprob", "--anchor-lambda", "0.1"),
+                          about="full, token-level log-prob anchoring"),
+    "sequential": Row("sequential_tool", (), about="full, sequential dispatch"),
+    "weak_grpo": Row("grpo", (), prior="weak", about="weak prior + GRPO"),
+    "weak_full": Row("para_grpo", (), prior="weak", about="weak prior + PARA-GRPO"),
+    "full_oracle": Row("para_grpo", ("--subagent", "oracle"), about="full, oracle sub-agent (control)"),
 }
 
+# Flags every run of a preset gets (an explicit flag after them on the command line wins: argparse keeps the last).
+PRESETS: dict[str, dict] = {
+    "paper": dict(rows=list(ROWS), seeds=[1, 2, 3], flags=[
+        "--total-steps", "40", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
+        "--eval-every", "20", "--eval-episodes", "64", "--checkpoint-every", "5"]),
+    "cpu": dict(rows=["cold_start", "grpo", "anchoring", "gating", "full"], seeds=[1], flags=[
+        "--total-steps", "12", "--prompts-per-step", "2", "--gating-budgets", "4,8,16,32,64",
+        "--eval-every", "12", "--eval-episodes", "24", "--checkpoint-every", "4"]),
+}
 
-def summarize(history: list[dict]) -> dict:
+# 95% two-sided Student t quantiles by degrees of freedom (normal beyond the table)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(df: int) -> float:
+    if df <= 0:
+        return float("nan")
+    known = [d for d in _T95 if d <= df]
+    return _T95[max(known)] if df <= 30 else 1.96
+
+
+def spread(values: list[float]) -> dict:
+    """mean, std (ddof 1) and a 95% t-interval of the mean over seeds."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return {"mean": float("nan"), "std": float("nan"), "ci95": [float("nan")] * 2, "n": 0}
+    n = len(vals)
+    mean = sum(vals) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
+    half = t95(n - 1) * std / math.sqrt(n) if n > 1 else float("nan")
+    return {"mean": mean, "std": std, "ci95": [mean - half, mean + half], "n": n}
+
+
+# ------------------------------------------------------------------ one run
+def run_name(row: str, seed: int) -> str:
+    return f"{row}__s{seed}"
+
+
+def run_argv(row: str, seed: int, runs_dir: Path, flags: list[str]) -> list[str]:
+    spec = ROWS[row]
+    return [sys.executable, str(ROOT / "trainers" / f"{spec.script}.py"), *spec.flags, "--prior", spec.prior,
+            "--eval-without-tools", "--seed", str(seed), "--exp-name", row, "--run-name", run_name(row, seed),
+            "--runs-dir", str(runs_dir), "--no-progress", *flags]
+
+
+def load_history(run_dir: Path) -> list[dict]:
+    f = run_dir / "history.json"
+    try:
+        return json.loads(f.read_text()) if f.is_file() else []
+    except (OSError, ValueError):
+        return []
+
+
+def finished(run_dir: Path, total_steps: int) -> bool:
+    hist = load_history(run_dir)
+    return bool(hist) and max(h.get("step", 0) for h in hist) >= total_steps and (run_dir / "final_model").is_dir()
+
+
+def flag_value(flags: list[str], name: str, default):
+    """The last value given for --name in flags (argparse semantics), converted like default."""
+    value = default
+    for i, f in enumerate(flags[:-1]):
+        if f == name:
+            value = type(default)(flags[i + 1])
+    return value
+
+
+# ------------------------------------------------------------------ many runs
+@dataclass
+class Job:
+    row: str
+    seed: int
+    argv: list[str]
+    log: Path
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    returncode: int | None = None
+    env: dict = field(default_factory=dict)
+
+
+def run_all(jobs: list[Job], parallel: int, deadline: float | None, progress: bool = True) -> None:
+    """Run jobs `parallel` at a time; past the deadline stop launching and SIGTERM what runs."""
+    from tqdm import tqdm
+
+    todo, running = list(jobs), []
+    bar = tqdm(total=len(jobs), desc="sweep runs", disable=not progress, dynamic_ncols=True)
+    try:
+        while todo or running:
+            now = time.time()
+            if deadline is not None and now >= deadline:
+                for j in running:
+                    j.proc.send_signal(signal.SIGTERM)
+                for j in running:
+                    try:
+                        j.proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        j.proc.kill()
+                    j.returncode = j.proc.returncode
+                print(f"time limit reached: {len(running)} run(s) stopped, {len(todo)} not started; "
+                      "rerun the same command to resume them", file=sys.stderr)
+                return
+            while todo and len(running) < parallel:
+                j = todo.pop(0)
+                j.log.parent.mkdir(parents=True, exist_ok=True)
+                j.started = time.time()
+                j.proc = subprocess.Popen(j.argv, stdout=open(j.log, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
+                                          env={**os.environ, **j.env})
+                running.append(j)
+            for j in list(running):
+                if j.proc.poll() is not None:
+                    j.returncode, j.seconds = j.proc.returncode, time.time() - j.started
+                    running.remove(j)
+                    bar.update(1)
+                    if j.returncode != 0:
+                        tail = j.log.read_text(errors="replace").strip().splitlines()[-3:]
+                        bar.write(f"{run_name(j.row, j.seed)} failed (exit {j.returncode}); log {j.log}: "
+                                  + " | ".join(tail))
+            time.sleep(0.5)
+    finally:
+        bar.close()
+
+
+# ------------------------------------------------------------------ report
+def summarize_run(history: list[dict]) -> dict:
     steps = [h for h in history if h.get("step", 0) > 0 and "train/format_reward_common" in h]
     tail = steps[-max(1, len(steps) // 4):] if steps else []
 
@@ -59,67 +216,170 @@ def summarize(history: list[dict]) -> dict:
         return sum(vals) / len(vals) if vals else float("nan")
 
     evals = [h for h in history if "eval/accuracy" in h]
-    last_eval = evals[-1] if evals else {}
-    return {"steps": len(steps), "f_tau": mean("train/format_reward_common", tail),
-            "f_own": mean("train/format_reward", tail), "kappa": mean("train/tool_calls_per_rollout", tail),
-            "kappa_emitted": mean("train/tool_calls_emitted_per_rollout", tail),
-            "parallel_turn_fraction": mean("train/parallel_turn_fraction", tail),
-            "train_accuracy": mean("train/accuracy", tail),
-            "eval_accuracy": last_eval.get("eval/accuracy", float("nan")),
-            "eval_format_reward": last_eval.get("eval/format_reward_common", float("nan")),
-            "eval_tool_calls_per_rollout": last_eval.get("eval/tool_calls_per_rollout", float("nan")),
-            "seconds_per_step": mean("perf/step_seconds", steps)}
+    last = evals[-1] if evals else {}
+    out = {"steps": max((h["step"] for h in steps), default=0),
+           "f_tau": mean("train/format_reward_common", tail), "f_own": mean("train/format_reward", tail),
+           "kappa": mean("train/tool_calls_per_rollout", tail),
+           "kappa_emitted": mean("train/tool_calls_emitted_per_rollout", tail),
+           "parallel_turn_fraction": mean("train/parallel_turn_fraction", tail),
+           "train_accuracy": mean("train/accuracy", tail),
+           "eval_accuracy": last.get("eval/accuracy", float("nan")),
+           "eval_accuracy_no_subagent": last.get("eval/no_tools/accuracy", float("nan")),
+           "eval_format": last.get("eval/format_reward_common", float("nan")),
+           "eval_kappa": last.get("eval/tool_calls_per_rollout", float("nan")),
+           "seconds": sum(h.get("perf/step_seconds", 0.0) for h in steps)}
+    out["eval_accuracy_by_family"] = {k.split("/", 2)[2]: v for k, v in last.items()
+                                      if k.startswith("eval/accuracy/")}
+    return out
 
 
-def plot(results: dict, path: Path) -> None:
+METRICS = ("f_tau", "f_own", "kappa", "kappa_emitted", "parallel_turn_fraction", "train_accuracy", "eval_accuracy",
+           "eval_accuracy_no_subagent", "eval_format", "eval_kappa", "steps", "seconds")
+
+
+def build_report(out: Path, rows: list[str], seeds: list[int]) -> dict:
+    results = {}
+    for row in rows:
+        per_seed = {}
+        for seed in seeds:
+            hist = load_history(out / "runs" / run_name(row, seed))
+            if hist:
+                per_seed[seed] = {"history": hist, **summarize_run(hist)}
+        if not per_seed:
+            continue
+        entry = {"about": ROWS[row].about, "seeds": sorted(per_seed),
+                 "flags": list(ROWS[row].flags), "prior": ROWS[row].prior}
+        for m in METRICS:
+            entry[m] = spread([s[m] for s in per_seed.values()])
+        families = sorted({f for s in per_seed.values() for f in s["eval_accuracy_by_family"]})
+        entry["eval_accuracy_by_family"] = {f: spread([s["eval_accuracy_by_family"].get(f, float("nan"))
+                                                       for s in per_seed.values()]) for f in families}
+        entry["per_seed"] = {str(k): {m: v[m] for m in METRICS} for k, v in per_seed.items()}
+        entry["curves"] = {str(k): [{key: h[key] for key in ("step", "train/format_reward_common",
+                                                             "train/tool_calls_per_rollout", "eval/accuracy")
+                                     if key in h} for h in v["history"]] for k, v in per_seed.items()}
+        results[row] = entry
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.md").write_text(markdown_table(results))
+    if results:
+        plot_curves(results, out / "curves.png")
+    return results
+
+
+def _fmt(s: dict, digits: int = 3) -> str:
+    if not s or s.get("n", 0) == 0 or math.isnan(s["mean"]):
+        return "-"
+    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}" if s["n"] > 1 else f"{s['mean']:.{digits}f}"
+
+
+def markdown_table(results: dict) -> str:
+    lines = ["| row | setting | seeds | f_tau | kappa | parallel turns | eval acc (w/ sub) | eval acc (w/o sub) | "
+             "own format | steps | min/run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row, r in results.items():
+        minutes = r["seconds"]["mean"] / 60 if r["seconds"]["n"] else float("nan")
+        lines.append(f"| {row} | {r['about']} | {len(r['seeds'])} | {_fmt(r['f_tau'])} | {_fmt(r['kappa'], 2)} | "
+                     f"{_fmt(r['parallel_turn_fraction'], 2)} | {_fmt(r['eval_accuracy'])} | "
+                     f"{_fmt(r['eval_accuracy_no_subagent'])} | {_fmt(r['f_own'])} | {r['steps']['mean']:.0f} | "
+                     f"{minutes:.1f} |")
+    families = sorted({f for r in results.values() for f in r["eval_accuracy_by_family"]})
+    if families:
+        lines += ["", "Eval accuracy with the sub-agent by family (mean ± std over seeds):", "",
+                  "| row | " + " | ".join(families) + " |", "|---" * (len(families) + 1) + "|"]
+        for row, r in results.items():
+            lines.append(f"| {row} | " + " | ".join(_fmt(r["eval_accuracy_by_family"].get(f, {}), 2)
+                                                   for f in families) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(results: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    keys = [("train/format_reward_common", "common format reward at T = 0.7 (f_tau)"),
+            ("train/tool_calls_per_rollout", "executed tool calls per rollout (kappa)"),
+            ("eval/accuracy", "eval accuracy with the sub-agent")]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     for row, r in results.items():
-        steps = [h for h in r["history"] if "train/format_reward_common" in h]
-        xs = [h["step"] for h in steps]
-        axes[0].plot(xs, [h["train/format_reward_common"] for h in steps], label=row)
-        axes[1].plot(xs, [h["train/tool_calls_per_rollout"] for h in steps], label=row)
-    axes[0].set(title="common format reward at training temperature (f_tau)", xlabel="step")
-    axes[1].set(title="executed tool calls per rollout (kappa)", xlabel="step")
-    axes[0].legend(fontsize=8)
+        for ax, (key, title) in zip(axes, keys):
+            series = [{h["step"]: h[key] for h in curve if key in h} for curve in r["curves"].values()]
+            steps = sorted(set().union(*series))
+            if not steps:
+                continue
+            ys = np.array([[s.get(x, np.nan) for x in steps] for s in series], dtype=float)
+            mean = np.nanmean(ys, 0)
+            line, = ax.plot(steps, mean, label=row, marker="o" if key.startswith("eval") else None, ms=3)
+            if len(series) > 1:
+                ax.fill_between(steps, np.nanmin(ys, 0), np.nanmax(ys, 0), color=line.get_color(), alpha=0.15)
+            ax.set(title=title, xlabel="step")
+    axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
+# ------------------------------------------------------------------ CLI
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="Unknown flags are passed to every run.")
-    p.add_argument("--rows", default="grpo,anchoring,gating,full,no_tool_reward,no_gamma",
-                   help=f"comma list from {', '.join(ROWS)}")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", default="benchmarks/results/sweep")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Unknown flags are passed to every trainer run (after the preset's, so they win).")
+    p.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="rows, seeds and schedule of a named experiment; paper: all rows, 3 seeds, 40 steps of "
+                        "4 prompts x G = 8 (GPU); cpu: 5 rows, 1 seed, 12 steps of 2 prompts (about 1 h on a 2-core CPU)")
+    p.add_argument("--rows", default=None, help=f"comma list from {', '.join(ROWS)} (default: the preset's, "
+                                                "else grpo,anchoring,gating,full,no_tool_reward,no_gamma)")
+    p.add_argument("--seeds", default=None, help="comma list of seeds (default: the preset's, else 1)")
+    p.add_argument("--out", default="runs/sweep", help="report folder; runs go to OUT/runs/<row>__s<seed>")
+    p.add_argument("--jobs", type=int, default=1, help="trainer processes at a time (on GPUs, spread over them)")
+    p.add_argument("--time-limit-s", type=float, default=None,
+                   help="stop launching runs and SIGTERM running ones after this many seconds; rerun to resume")
+    p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/runs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a, extra = p.parse_known_args(argv)
-    rows = [r for r in a.rows.split(",") if r]
+    preset = PRESETS.get(a.preset, {})
+    rows = (a.rows.split(",") if a.rows else preset.get("rows")
+            or ["grpo", "anchoring", "gating", "full", "no_tool_reward", "no_gamma"])
+    rows = [r for r in rows if r]
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         p.error(f"unknown rows {unknown}; known: {list(ROWS)}")
+    try:
+        seeds = [int(s) for s in a.seeds.split(",") if s] if a.seeds else preset.get("seeds", [1])
+    except ValueError:
+        p.error(f"--seeds must be a comma list of integers, got {a.seeds!r}")
+    if a.jobs < 1:
+        p.error("--jobs must be >= 1")
+    owned = sorted({f.split("=")[0] for f in extra} & {"--runs-dir", "--run-name", "--seed", "--exp-name", "--resume"})
+    if owned:
+        p.error(f"the sweep sets {', '.join(owned)} for every run itself (use --out and --seeds)")
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for row in rows:
-        argv_row = ROWS[row] + ["--seed", str(a.seed), "--exp-name", f"sweep_{row}"] + extra
-        print(f"== {row}: {' '.join(argv_row)}", flush=True)
-        history = para_grpo.main(argv_row)
-        results[row] = {"flags": argv_row, **summarize(history), "history": history}
-        (out / "sweep.json").write_text(json.dumps(results, indent=1))
-    lines = ["| row | f_tau | own format | kappa | emitted | parallel turns | train acc | eval acc | eval format | "
-             "eval kappa | s/step |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row, r in results.items():
-        lines.append(f"| {row} | {r['f_tau']:.3f} | {r['f_own']:.3f} | {r['kappa']:.3f} | {r['kappa_emitted']:.3f} | "
-                     f"{r['parallel_turn_fraction']:.2f} | {r['train_accuracy']:.3f} | "
-                     f"{r['eval_accuracy']:.3f} | {r['eval_format_reward']:.3f} | "
-                     f"{r['eval_tool_calls_per_rollout']:.3f} | {r['seconds_per_step']:.1f} |")
-    (out / "sweep.md").write_text("\n".join(lines) + "\n")
-    plot(results, out / "sweep.png")
-    print("\n".join(lines))
+    flags = list(preset.get("flags", [])) + extra
+    if not a.report_only:
+        total = flag_value(flags, "--total-steps", 40)
+        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        if not gpus and flag_value(flags, "--device", "auto") in ("auto", "cuda"):
+            import torch
+
+            gpus = [str(i) for i in range(torch.cuda.device_count())]
+        jobs, skipped = [], 0
+        for row in rows:
+            for seed in seeds:
+                run_dir = out / "runs" / run_name(row, seed)
+                if finished(run_dir, total):
+                    skipped += 1
+                    continue
+                argv_run = run_argv(row, seed, out / "runs", flags) + (["--resume"] if run_dir.exists() else [])
+                env = {"CUDA_VISIBLE_DEVICES": gpus[len(jobs) % len(gpus)]} if gpus else {}
+                jobs.append(Job(row, seed, argv_run, out / "logs" / f"{run_name(row, seed)}.log", env=env))
+        print(f"sweep: {len(rows)} rows x {len(seeds)} seeds; {skipped} finished, {len(jobs)} to run "
+              f"({a.jobs} at a time); logs in {out / 'logs'}", flush=True)
+        deadline = time.time() + a.time_limit_s if a.time_limit_s else None
+        run_all(jobs, a.jobs, deadline, progress=not a.no_progress)
+    results = build_report(out, rows, seeds)
+    print((out / "results.md").read_text() if results else "no finished steps to report yet")
+    return results
 
 
 if __name__ == "__main__":
