@@ -11,8 +11,10 @@ scoring, prompt rendering), and the update (log-prob forwards of policy and refe
 backward, optimizer). The first step is reported apart (warm-up) and excluded from the means.
 
 Part 2 plays the same validation episodes (same reset seeds, hence same K) with the same
-checkpoint under parallel and under sequential dispatch, all episodes batched, and reports wall
-time and tokens per episode (main-agent and sub-agent generated tokens, final context length).
+checkpoint under parallel and under sequential dispatch, the policy as its own sub-agent, all
+episodes batched, and reports wall time, tokens per episode (main-agent and sub-agent generated
+tokens, final context length), turns, executed and emitted calls, the share of turns that ran
+two or more calls, accuracy and the common format reward.
 
 Writes benchmarks/results/speed_grpo.json and speed_grpo.md.
 """
@@ -60,7 +62,7 @@ def dispatch_compare(model: str, device: str, episodes: int, base: core.GRPOArgs
     out = {}
     for dispatch in ("parallel", "sequential"):
         args = replace(base, dispatch=dispatch, max_calls_per_turn=1 if dispatch == "sequential" else base.max_calls_per_turn)
-        envs = [core.make_env(args, "validation") for _ in range(episodes)]
+        envs = [core.make_env(args, "validation", policy) for _ in range(episodes)]
         t0 = time.perf_counter()
         timer = core.Timer()
         rs = core.collect_rollouts(policy, envs, [seed + i for i in range(episodes)], list(range(episodes)),
@@ -71,15 +73,17 @@ def dispatch_compare(model: str, device: str, episodes: int, base: core.GRPOArgs
         wall = time.perf_counter() - t0
         for e in envs:
             e.close()
+        stats = core.episode_stats([core.episode_record(r) for r in rs])
         out[dispatch] = {
             "episodes": episodes, "wall_seconds": wall, "seconds_per_episode": wall / episodes,
             "main_tokens_per_episode": float(np.mean([r.main_tokens for r in rs])),
             "sub_tokens_per_episode": float(np.mean([r.sub_tokens for r in rs])),
             "context_tokens_per_episode": float(np.mean([len(r.conv) for r in rs])),
             "turns_per_episode": float(np.mean([r.info.get("turn", 0) for r in rs])),
-            "tool_calls_per_episode": float(np.mean([r.info.get("num_tool_calls", 0) for r in rs])),
-            "accuracy": float(np.mean([bool(r.info.get("correct")) for r in rs])),
-            "format_reward": float(np.mean([r.info.get("format_reward", 0.0) for r in rs])),
+            "tool_calls_per_episode": stats["tool_calls_per_rollout"],
+            "tool_calls_emitted_per_episode": stats["tool_calls_emitted_per_rollout"],
+            "parallel_turn_fraction": stats["parallel_turn_fraction"],
+            "accuracy": stats["accuracy"], "format_reward_common": stats["format_reward_common"],
             "time": {k: float(v) for k, v in timer.totals.items()},
         }
     return out
@@ -98,13 +102,17 @@ def markdown(res: dict) -> str:
                      f"{r['generate_sub']:.2f} | {r['env']:.2f} | {r['backward']:.2f} | {r['tool_calls_per_rollout']:.2f} |")
     lines.append(f"| mean (excl. first) | {m['seconds']:.2f} | {m['tokens_per_second']:.1f} | {m['generate_main']:.2f} | "
                  f"{m['generate_sub']:.2f} | {m['env']:.2f} | {m['backward']:.2f} | {m['tool_calls_per_rollout']:.2f} |")
-    lines += ["", "**Parallel vs sequential dispatch** (same checkpoint, same validation episodes, batched)", "",
+    n = next(iter(res["dispatch"].values()))["episodes"]
+    lines += ["", f"**Parallel vs sequential dispatch** (same checkpoint, the same {n} validation episodes, the policy "
+              "as its own sub-agent, batched; calls: executed / emitted per episode; parallel turns: share of turns "
+              "with calls that ran >= 2)", "",
               "| dispatch | wall s | s/episode | main tokens/ep | sub tokens/ep | context tokens/ep | turns/ep | "
-              "tool calls/ep | accuracy | format |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "calls/ep | parallel turns | accuracy | common format |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for d, r in res["dispatch"].items():
         lines.append(f"| {d} | {r['wall_seconds']:.2f} | {r['seconds_per_episode']:.2f} | {r['main_tokens_per_episode']:.1f} | "
                      f"{r['sub_tokens_per_episode']:.1f} | {r['context_tokens_per_episode']:.0f} | {r['turns_per_episode']:.2f} | "
-                     f"{r['tool_calls_per_episode']:.2f} | {r['accuracy']:.2f} | {r['format_reward']:.2f} |")
+                     f"{r['tool_calls_per_episode']:.2f} / {r['tool_calls_emitted_per_episode']:.2f} | "
+                     f"{r['parallel_turn_fraction']:.2f} | {r['accuracy']:.2f} | {r['format_reward_common']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -114,7 +122,7 @@ def main(argv=None):
     p.add_argument("--model", default="", help="checkpoint directory; default: default_checkpoint('strong')")
     p.add_argument("--device", default="cpu", help="cpu | cuda")
     p.add_argument("--steps", type=int, default=4, help="GRPO steps to time (the first is warm-up)")
-    p.add_argument("--episodes", type=int, default=8, help="validation episodes per dispatch mode")
+    p.add_argument("--episodes", type=int, default=64, help="validation episodes per dispatch mode")
     p.add_argument("--out", default="benchmarks/results/speed_grpo", help="output path without extension")
     p.add_argument("extra", nargs="*", help="extra trainers/para_grpo.py arguments after --, e.g. -- --group-size 4")
     a = p.parse_args(argv)
