@@ -4,9 +4,9 @@ Pure and standalone (stdlib only).  With ``RewardConfig()`` (the PARA-GRPO confi
 released code: answer suffix on, lambda_anchor 0.5, penalty 0.3, R_tool on, w_fmt 1.0) and
 ``RewardConfig(answer_suffix=False, anchor_lambda=0.0)`` (vanilla GRPO, R_tool still on as in the
 release), :func:`score` returns the numbers the released code returns for the same text, for
-every text.  Where the released code would raise (a malformed number in a grounding answer,
-JSON nested past the recursion limit) or take quadratic time (its regexes on long digit runs),
-we return what it returns on the nearest well-formed input, i.e. 0 for that term, in linear time.
+every text.  Where the released code raises (a malformed number such as "1.2.3" in a grounding
+answer, JSON nested past the recursion limit) that term scores 0 here; where its regexes take
+quadratic time (long digit runs, thousands of unclosed tags) ours scan in linear time.
 
 Example::
 
@@ -36,7 +36,7 @@ The rules (``T`` is the scored text; "present" means a substring of ``T``):
   an unclosed think with nothing else earns -lambda * gamma.
 * R_tool: 0 without a parseable call, else 0.1, or 0.3 if the tool ran (``tool_executed``;
   ``None`` = ``<tool_response>`` present), plus 0.5 if R_acc > 0.
-* R_acc on :func:`extract_answer`\\ (T) against the ground truth: 1 if equal after
+* R_acc of ``extract_answer(T)`` against the ground truth: 1 if equal after
   :func:`normalize_answer`; else by question type: ``mcq`` letter patterns (ground truth one
   letter A-D), ``tvg`` / ``grounding`` temporal IoU of the first ``"s, e"`` pair (reversed or
   zero-length intervals score 0), anything else (``oe`` / ``open``) token F1 on token sets,
@@ -55,7 +55,8 @@ compare to the paper leave them off):
   ``</think>`` swallows later turns.  With the switch, the think, anchor, penalty,
   think-before-tool and balance rules are checked in every assistant turn (the text between
   closed ``<tool_response>`` blocks) and must hold in all of them, the answer terms and R_acc
-  read the last turn, and R_tool looks for calls in assistant text only.
+  read the last turn, and R_tool looks for calls in assistant text only (and, when
+  ``tool_executed`` is not given, for a closed tool response as proof that a tool ran).
 * ``option_text_match``: multiple-choice answers are matched by option letter or option text
   ("(B)", "The answer is b", "red circle", letters beyond D) instead of the released
   ``\\b[A-D]\\b`` search, which credits "A red star" as option A; articles are kept when
@@ -329,7 +330,7 @@ def _f1(p: list[str], g: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-_token_f1 = token_f1   # older name, imported elsewhere in the repo
+_token_f1 = token_f1   # the older private name, still imported by agents/lmm/evaluate_lmm.py
 
 
 _MCQ_PATTERNS = (       # tried in order; any first hit equal to the ground truth counts
@@ -375,9 +376,14 @@ def _plain(s: str) -> str:
 
 def _options_table(options) -> list[tuple[str, str]]:
     """[(letter, option text)] from "A. text" style or bare option texts (at most 26)."""
-    if not options or isinstance(options, (str, bytes)):
+    if options is None or isinstance(options, (str, bytes)):
         return []
-    opts = [o if isinstance(o, str) else str(o) for o in list(options)[:26]]
+    try:
+        opts = [o if isinstance(o, str) else str(o) for o in list(options)[:26]]
+    except TypeError:       # not a sequence: no option table
+        return []
+    if not opts:
+        return []
     prefixed = [_OPT_PREFIX_RE.match(o) for o in opts]
     if all(prefixed):
         return [(m.group(1).upper(), m.group(2).strip()) for m in prefixed]

@@ -397,10 +397,11 @@ def test_hostile_json_nesting_is_not_a_call():
     assert score(text, ground_truth="B", answer_type="mcq").tool == 0.0
 
 
-def test_megabyte_inputs_complete():
-    # linear-time scanning: these finish in well under a second (measured in benchmarks, not here)
-    for text in ["<think>" * 100_000, "<answer>" * 100_000, "<tool_call>" * 100_000, "1." * 500_000,
-                 P + "a " * 500_000 + "</think><answer>" + "12, 18 " * 5000 + "</answer>"]:
+def test_huge_inputs_complete():
+    # Quadratic scanning would take minutes on these; linear scanning takes well under a second
+    # (timings: benchmarks/speed_reward.py, not here).
+    for text in ["<think>" * 30_000, "<answer>" * 30_000, "<tool_call>" * 30_000, "1." * 100_000,
+                 P + "a " * 100_000 + "</think><answer>" + "12, 18 " * 5000 + "</answer>"]:
         for qtype in ("mcq", "tvg", "oe"):
             for config in (PARA, RewardConfig(multi_turn_rules=True, option_text_match=True)):
                 _check(score(text, ground_truth="12, 18", answer_type=qtype, options=OPTS, config=config), config)
