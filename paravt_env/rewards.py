@@ -207,16 +207,17 @@ def _pair_bodies(text: str, open_tag: str, close_tag: str, allow_unclosed: bool 
         pos = end + len(close_tag)
 
 
-def _remove_blocks(text: str, open_tag: str, close_tag: str) -> str:
-    """``text`` without its closed ``open_tag ... close_tag`` blocks (paired as above)."""
-    out, pos = [], 0
+def _outside_blocks(text: str, open_tag: str, close_tag: str) -> list[str]:
+    """The pieces of ``text`` around its closed ``open_tag ... close_tag`` blocks (each open
+    paired with the next close, left to right), so ``len(pieces) - 1`` blocks were cut out."""
+    pieces, pos = [], 0
     while True:
         start = text.find(open_tag, pos)
         end = text.find(close_tag, start + len(open_tag)) if start >= 0 else -1
         if end < 0:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos:start])
+            pieces.append(text[pos:])
+            return pieces
+        pieces.append(text[pos:start])
         pos = end + len(close_tag)
 
 
@@ -263,19 +264,11 @@ def _is_degenerate(text: str) -> bool:
 
 
 def _assistant_turns(text: str) -> tuple[list[str], bool]:
-    """(assistant turns, whether any closed tool response was found): the text between closed
+    """(assistant turns, whether a closed tool response was found): the text around closed
     ``<tool_response>`` blocks, whitespace-only pieces dropped (at least one turn is returned)."""
-    pieces, pos, responded = [], 0, False
-    while True:
-        start = text.find("<tool_response>", pos)
-        end = text.find("</tool_response>", start + len("<tool_response>")) if start >= 0 else -1
-        if end < 0:
-            pieces.append(text[pos:])
-            break
-        pieces.append(text[pos:start])
-        pos, responded = end + len("</tool_response>"), True
+    pieces = _outside_blocks(text, "<tool_response>", "</tool_response>")
     turns = [p for p in pieces if p.strip()]
-    return (turns or [pieces[-1]]), responded
+    return (turns or [pieces[-1]]), len(pieces) > 1
 
 
 # ---------------------------------------------------------------------------
@@ -292,7 +285,7 @@ def extract_answer(text: str) -> str:
     if "</think>" in text:
         tail = text.split("</think>", 1)[1]
         for tag in ("tool_call", "tool_code", "tool_response"):
-            tail = _remove_blocks(tail, f"<{tag}>", f"</{tag}>")
+            tail = "".join(_outside_blocks(tail, f"<{tag}>", f"</{tag}>"))
         tail = tail.replace("<|im_end|>", "").replace("<|im_start|>", "").strip()
         if tail:
             return tail
