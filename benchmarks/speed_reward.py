@@ -25,8 +25,8 @@ TEXTS = {
     + P + "The crop shows a red star, option B.</think><answer>B</answer>",
     "longest env trajectory (3 x 16 KB)": (P + "look " * 3270 + "</think>" + CALL + RESP) * 2
     + P + "ok " * 5450 + "</think><answer>B</answer>",
-    "1 MB unclosed <think>": "<think>" * (MB // 7),
-    "1 MB unclosed <tool_call>": "<tool_call>" * (MB // 11),
+    "1 MB unclosed `<think>`": "<think>" * (MB // 7),
+    "1 MB unclosed `<tool_call>`": "<tool_call>" * (MB // 11),
     "1 MB digit run": "<answer>" + "1" * MB + "</answer>",
     "1 MB digits and dots": "1." * (MB // 2),
     "1 MB closed empty calls": "<tool_call>{}</tool_call>" * (MB // 25),
