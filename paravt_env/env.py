@@ -70,7 +70,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .parsing import TOOL_NAME, ToolCall, parse_turn
-from .rewards import RewardConfig, format_reward, score
+from .rewards import RewardConfig, common_format_reward, score
 from .sources import MAX_CROP_FRAMES, Episode, Frames, VideoError, load_dataset
 from .world import check_size
 
@@ -303,7 +303,7 @@ class ParaVTLongVideoEnv(gym.Env):
         q = self.episode.question
         breakdown = score(self.trajectory, ground_truth=q.answer, answer_type=q.answer_type,
                           options=q.options, tool_executed=bool(self.executed_windows),
-                          config=self.reward_config)
+                          config=self.reward_config, question=q.text)
         self.done = True
         self.last_reward_info = {
             "reward_components": dict(breakdown.components, accuracy=breakdown.accuracy,
@@ -311,7 +311,7 @@ class ParaVTLongVideoEnv(gym.Env):
             "format_reward": breakdown.format,
             # the released PARA-GRPO format on the same text, whatever this env's reward_config: one
             # format metric that ablation rows trained on different rewards can be compared by
-            "format_reward_common": format_reward(self.trajectory, RewardConfig())[0],
+            "format_reward_common": common_format_reward(self.trajectory),
             "correct": breakdown.correct,
             "answer": parsed.answer,
         }

@@ -26,7 +26,7 @@ import numpy as np
 from agents.lmm.corpus import WorldConfig, caption_objects, random_window, subagent_messages
 from agents.lmm.policy import TransformersPolicy
 from paravt_env.questions import FAMILIES
-from paravt_env.rewards import _token_f1
+from paravt_env.rewards import token_f1
 from paravt_env.sources import SyntheticDataset
 
 _ANSWER_COLON = re.compile(r"\bAnswer:\s*\S")
@@ -114,7 +114,7 @@ def subagent_agreement(policy: TransformersPolicy, wc: WorldConfig, *, crops: in
                   for c in policy.generate(convs, temperature=0.0, max_new_tokens=max_new_tokens, prefix="", stop=())]
     f1, p_num, p_den, r_num, r_den, scene_ok, exact = [], 0, 0, 0, 0, [], []
     for (_, truth), pred in zip(items, preds):
-        f1.append(_token_f1(pred, truth))
+        f1.append(token_f1(pred, truth))
         po, to = caption_objects(pred), caption_objects(truth)
         p_num += len(po & to); p_den += len(po); r_num += len(po & to); r_den += len(to)
         ts = set(re.findall(r"([a-z]+) scene", truth)); ps = set(re.findall(r"([a-z]+) scene", pred))
