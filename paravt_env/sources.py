@@ -66,9 +66,8 @@ class VideoSource:
         """Timestamps a crop samples: ``fps`` over the window, at most ``max_frames``, at least 1."""
         try:
             start, end, fps = float(start), float(end), float(fps)
-        except (TypeError, ValueError):
-            raise VideoError(f"{self.name}: crop window and fps must be numbers, got "
-                             f"{start!r}, {end!r}, {fps!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise VideoError(f"{self.name}: crop window and fps must be numbers of seconds") from None
         if not all(map(math.isfinite, (start, end, fps))):
             raise VideoError(f"{self.name}: crop window and fps must be finite numbers")
         if not 0.0 <= start < end <= self.duration + 1e-6:
