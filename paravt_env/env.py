@@ -29,7 +29,11 @@ Termination: on an answer, or on a turn with neither an answer nor a tool call (
 Truncation: after ``max_turns`` turns without an answer.
 
 Keyword arguments:
-    source: ``None``/``"synthetic"`` for the procedural world, or a JSONL/parquet question file.
+    source: ``None``/``"synthetic"`` for the procedural world, or a JSONL/parquet question file
+        (our schema or the ParaVT release's ``prompt``/``videos``/``extra_info`` rows).
+    video_root: folder that a question file's relative video paths resolve against (default:
+        the file's folder). strict: if True, a row whose video is missing stops loading with an
+        error naming the file and line; by default such rows are skipped with one warning.
     split, world_seed, dataset_size, duration: which synthetic episodes (see ``SyntheticDataset``).
     frame_budget: K, the number of overview frames (ignored when ``nframes_gating``).
     nframes_gating: draw K per reset from ``gating_budgets`` = (4, 8, 16, 32, 64), a function of
@@ -190,7 +194,7 @@ class ParaVTLongVideoEnv(gym.Env):
                  think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None):
+                 dataset=None, video_root: str | None = None, strict: bool = False):
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
         if not (subagent in ("oracle", "frames") or callable(subagent)):
@@ -206,7 +210,8 @@ class ParaVTLongVideoEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.dataset = dataset if dataset is not None else load_dataset(
             source, split=split, seed=world_seed,
-            **({"size": dataset_size, "duration": duration} if source in (None, "synthetic") else {}))
+            **({"size": dataset_size, "duration": duration} if source in (None, "synthetic")
+               else {"video_root": video_root, "strict": strict}))
         self.budgets, self.nframes_gating = budgets, nframes_gating
         self.dispatch, self.max_turns, self.max_calls = dispatch, max_turns, max_calls_per_turn
         self.subagent, self.think_prefix = subagent, think_prefix or ""

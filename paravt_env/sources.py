@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .questions import ANSWER_TYPES, FAMILIES, Question, make_question
+from .questions import ANSWER_TYPES, FAMILIES, LETTERS, Question, make_question
 from .world import SyntheticVideo, check_size, uniform_timestamps
 
 MAX_OVERVIEW_FRAMES = 512
@@ -278,35 +280,119 @@ class SyntheticDataset(Sequence):
 
 # ---- question files ------------------------------------------------------------------------
 
+# question types, ours and the release's (``mcq`` / ``tvg`` / ``oe``), -> our answer types
+QUESTION_TYPES = {"mcq": "mcq", "multiple_choice": "mcq",
+                  "open": "open", "oe": "open", "open_ended": "open", "free_form": "open",
+                  "grounding": "grounding", "tvg": "grounding", "temporal_grounding": "grounding"}
+_OPTION_LINE = re.compile(r"\s*\(?([A-J])[.)]\s+(\S.*?)\s*")
+_OPTIONS_HEADER = re.compile(r"\s*(options|choices)\s*:?\s*", re.IGNORECASE)
+_LETTER_ANSWER = re.compile(r"\(?([A-J])\)?(?:[.):]\s*.*)?", re.DOTALL)  # "B", "(B)", "B. red star"
+_LOWER_LETTER_ANSWER = re.compile(r"\(?([a-j])\)?[.):]?")  # "b", "(b)": but not "a. cat"-like text
+_MARKERS = re.compile(r"<video>|<image>")
+
 
 def _row_error(where: str, msg: str) -> DatasetError:
     return DatasetError(f"{where}: {msg}")
 
 
-def _question_from_row(row: dict, where: str) -> tuple[str, Question]:
-    """Validate one row (our schema or the ParaVT release's) -> (video path, question)."""
+def _json_field(row: dict, key: str, where: str):
+    """A field that may hold JSON text (the release stores ``extra_info`` that way)."""
+    value = row.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            raise _row_error(where, f"field {key!r} is a string but not valid JSON") from None
+    return value
+
+
+def _seconds(x) -> float:
+    """float(x), with ints past the float range as infinity (then rejected as not finite)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _mcq_answer(answer: str, options: tuple[str, ...], where: str) -> str:
+    """The option letter an MCQ answer names: ``"B"``, ``"(B)"``, ``"B. red star"`` or an
+    option's exact text."""
+    text = answer.strip()
+    m = _LETTER_ANSWER.fullmatch(text) or _LOWER_LETTER_ANSWER.fullmatch(text)
+    if m:
+        letter = m.group(1).upper()
+        if LETTERS.index(letter) >= len(options):
+            raise _row_error(where, f"MCQ answer {text[:40]!r} is not among the options "
+                                    f"A-{LETTERS[len(options) - 1]}")
+        return letter
+    lowered = [o.strip().lower() for o in options]
+    if text.lower() in lowered:
+        return LETTERS[lowered.index(text.lower())]
+    raise _row_error(where, f"MCQ answer {text[:40]!r} is neither an option letter "
+                            f"A-{LETTERS[len(options) - 1]} nor an option's text")
+
+
+def _grounding_answer(answer: str, where: str) -> str:
+    """``"start, end"`` seconds (brackets allowed), two finite numbers, 0 <= start < end."""
+    text = answer.strip()
+    if text[:1] in "[(" and text[-1:] in "])":
+        text = text[1:-1]
+    parts = text.split(",")
+    try:
+        if len(parts) != 2 or max(len(p) for p in parts) > 64:
+            raise ValueError
+        start, end = (float(p) for p in parts)
+    except ValueError:
+        raise _row_error(where, f"grounding answer must be 'start, end' in seconds, got {answer[:40]!r}") from None
+    if not (math.isfinite(start) and math.isfinite(end) and 0.0 <= start < end):
+        raise _row_error(where, f"grounding answer needs finite seconds with 0 <= start < end, got {answer[:40]!r}")
+    return f"{start!r}, {end!r}"
+
+
+def _question_from_row(row: dict, where: str) -> tuple[list[str], Question]:
+    """Validate one row (our schema or the ParaVT release's) -> (video paths, question)."""
     if not isinstance(row, dict):
         raise _row_error(where, f"expected a JSON object, got {type(row).__name__}")
-    if "messages" in row or "video_paths" in row:
+    if any(k in row for k in ("prompt", "videos", "extra_info", "messages", "video_paths")):
         row = _from_release_row(row, where)
-    for key, types in (("id", (str, int)), ("video", str), ("question", str), ("answer", (str, int, float)),
+    else:
+        row = {**row, "videos": [row["video"]] if isinstance(row.get("video"), str) else row.get("video")}
+    for key, types in (("id", (str, int)), ("videos", list), ("question", str), ("answer", (str, int, float)),
                        ("type", str)):
-        if key not in row or row[key] is None:
-            raise _row_error(where, f"missing field {key!r}")
+        if row.get(key) is None:
+            raise _row_error(where, f"missing field {'video' if key == 'videos' else key!r}")
         if not isinstance(row[key], types) or isinstance(row[key], bool):
-            raise _row_error(where, f"field {key!r} has type {type(row[key]).__name__}")
-    if row["type"] not in ANSWER_TYPES:
-        raise _row_error(where, f"field 'type' must be one of {ANSWER_TYPES}, got {row['type']!r}")
+            raise _row_error(where, f"field {'video' if key == 'videos' else key!r} has type "
+                                    f"{type(row[key]).__name__}")
+    if not row["videos"] or not all(isinstance(v, str) and v.strip() for v in row["videos"]):
+        raise _row_error(where, "video paths must be non-empty strings")
+    if not row["question"].strip():
+        raise _row_error(where, "field 'question' is empty")
+    if row["type"] not in QUESTION_TYPES:
+        raise _row_error(where, f"field 'type' must be one of {ANSWER_TYPES} (or the release's "
+                                f"mcq/tvg/oe), got {str(row['type'])[:40]!r}")
+    qtype = QUESTION_TYPES[row["type"]]
     options = row.get("options")
     if options is not None:
         if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
             raise _row_error(where, "field 'options' must be a list of strings")
+        if len(options) > len(LETTERS):
+            raise _row_error(where, f"at most {len(LETTERS)} options (A-{LETTERS[-1]}), got {len(options)}")
         options = tuple(options) or None
-    if row["type"] == "mcq" and not options:
+    if qtype == "mcq" and not options:
         raise _row_error(where, "an 'mcq' row needs non-empty 'options'")
+    answer = row["answer"] if isinstance(row["answer"], str) else repr(row["answer"])
+    if not answer.strip():
+        raise _row_error(where, "field 'answer' is empty")
+    if qtype == "mcq":
+        answer = _mcq_answer(answer, options, where)
+    elif qtype == "grounding":
+        answer = _grounding_answer(answer, where)
     evidence = row.get("evidence") or []
     try:
-        evidence = tuple((float(a), float(b)) for a, b in evidence)
+        if not isinstance(evidence, (list, tuple)):
+            raise TypeError
+        evidence = tuple((_seconds(a), _seconds(b)) for a, b in evidence)
     except (TypeError, ValueError):
         raise _row_error(where, "field 'evidence' must be a list of [start, end] pairs") from None
     if not all(math.isfinite(a) and math.isfinite(b) and 0.0 <= a <= b for a, b in evidence):
@@ -314,37 +400,81 @@ def _question_from_row(row: dict, where: str) -> tuple[str, Question]:
     family = row.get("family") or "unknown"
     if not isinstance(family, str):
         raise _row_error(where, "field 'family' must be a string")
-    q = Question(str(row["id"]), family, row["question"], str(row["answer"]), row["type"], options, evidence)
-    return row["video"], q
+    q = Question(str(row["id"]), family, row["question"], answer, qtype, options, evidence)
+    return row["videos"], q
 
 
-def _from_release_row(row: dict, where: str) -> dict:
-    """Map a ParaVT-release row (chat ``messages``, ``video_paths``, ...) to our schema."""
-    paths = row.get("video_paths")
-    if not isinstance(paths, list) or not paths or not isinstance(paths[0], str):
-        raise _row_error(where, "field 'video_paths' must be a non-empty list of strings")
-    messages = row.get("messages")
+def _user_text(messages, key: str, where: str) -> str:
+    """The first user message's text, with the video/image markers removed."""
     if not isinstance(messages, list):
-        raise _row_error(where, "field 'messages' must be a list of chat messages")
-    text = None
+        raise _row_error(where, f"field {key!r} must be a list of chat messages")
     for m in messages:
         if isinstance(m, dict) and m.get("role") == "user":
             content = m.get("content")
             if isinstance(content, list):
-                content = " ".join(c.get("text", "") for c in content if isinstance(c, dict))
-            if isinstance(content, str):
-                text = content.replace("<video>", "").replace("<image>", "").strip()
-                break
-    if not text:
-        raise _row_error(where, "no user message with text in 'messages'")
-    qtype = row.get("question_type", row.get("type", "open"))
-    mapping = {"multiple_choice": "mcq", "mcq": "mcq", "open_ended": "open", "open": "open",
-               "free_form": "open", "temporal_grounding": "grounding", "grounding": "grounding"}
-    if qtype not in mapping:
-        raise _row_error(where, f"unknown question_type {qtype!r}; known: {sorted(mapping)}")
-    return {"id": row.get("id", where), "video": paths[0], "question": text, "answer": row.get("answer"),
-            "type": mapping[qtype], "options": row.get("options"), "family": row.get("family", qtype),
-            "evidence": row.get("evidence")}
+                content = "\n".join(c["text"] for c in content
+                                    if isinstance(c, dict) and isinstance(c.get("text"), str))
+            if isinstance(content, str) and _MARKERS.sub("", content).strip():
+                return _MARKERS.sub("", content).strip()
+    raise _row_error(where, f"no user message with text in {key!r}")
+
+
+def _split_options(text: str) -> tuple[str, list[str]]:
+    """Separate "A. ..." option lines (consecutive letters from A) from the question text;
+    an "Options:" header and a "Question:" prefix go too."""
+    lines = text.splitlines()
+    options, keep = [], []
+    for line in lines:
+        m = _OPTION_LINE.fullmatch(line)
+        if m and len(options) < len(LETTERS) and m.group(1) == LETTERS[len(options)]:
+            options.append(m.group(2))
+        else:
+            keep.append(line)
+    if not options:
+        return text, []
+    keep = [line for line in keep if not _OPTIONS_HEADER.fullmatch(line)]
+    question = "\n".join(keep).strip()
+    question = re.sub(r"^question\s*:\s*", "", question, flags=re.IGNORECASE)
+    return question, options
+
+
+def _from_release_row(row: dict, where: str) -> dict:
+    """Map a ParaVT-release row to our schema.
+
+    The released parquet rows: ``prompt`` (chat messages; a ``<video>`` marker where the video
+    goes), ``videos`` (``[{"video": path}]``, paths possibly ``file://``) and ``extra_info``
+    (a dict or JSON text with ``answer`` and ``question_type`` mcq / tvg / oe, default oe).
+    MCQ options live in the prompt as "A. ..." lines. The release's loader output
+    (``messages``, ``video_paths``, ``answer``, ``question_type``) is accepted too.
+    """
+    extra = _json_field(row, "extra_info", where) or {}
+    if not isinstance(extra, dict):
+        raise _row_error(where, "field 'extra_info' must be an object (or JSON text of one)")
+    key = "prompt" if "prompt" in row else "messages"
+    text = _user_text(_json_field(row, key, where), key, where)
+    if "videos" in row:
+        videos = _json_field(row, "videos", where)
+        if not isinstance(videos, list) or not videos:
+            raise _row_error(where, "field 'videos' must be a non-empty list of {\"video\": path}")
+        videos = [v.get("video") if isinstance(v, dict) else v for v in videos]
+    else:
+        videos = row.get("video_paths")
+        if not isinstance(videos, list) or not videos:
+            raise _row_error(where, "field 'video_paths' must be a non-empty list of strings")
+
+    def get(key, default=None):
+        return row[key] if row.get(key) is not None else extra.get(key, default)
+
+    qtype = get("question_type", get("type", "oe"))
+    if qtype not in QUESTION_TYPES:
+        raise _row_error(where, f"unknown question_type {str(qtype)[:40]!r}; known: {sorted(QUESTION_TYPES)}")
+    options = get("options")
+    if options is None and QUESTION_TYPES[qtype] == "mcq":
+        text, options = _split_options(text)
+        if not options:
+            raise _row_error(where, "an 'mcq' row needs options: no 'A. ...' lines in its prompt")
+    return {"id": get("id", where), "videos": videos, "question": text, "answer": get("answer"),
+            "type": qtype, "options": options, "family": get("family", qtype), "evidence": get("evidence")}
 
 
 def _read_rows(path: Path) -> list[tuple[str, dict]]:
@@ -356,7 +486,7 @@ def _read_rows(path: Path) -> list[tuple[str, dict]]:
 
             rows = pq.read_table(path).to_pylist()
         except Exception as exc:
-            raise DatasetError(f"{path}: cannot read parquet ({exc})") from None
+            raise DatasetError(f"{path}: cannot read parquet ({str(exc)[:200]})") from None
         return [(f"{path} row {i}", r) for i, r in enumerate(rows)]
     out = []
     with open(path, encoding="utf-8") as f:
@@ -370,28 +500,82 @@ def _read_rows(path: Path) -> list[tuple[str, dict]]:
             raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
         except UnicodeDecodeError:
             raise DatasetError(f"{path}: not UTF-8 text after line {lineno} (is this a JSONL file?)") from None
+        except (ValueError, RecursionError) as exc:  # a 5000-digit number, deep nesting
+            raise DatasetError(f"{path}:{lineno}: not valid JSON ({str(exc)[:80]})") from None
     return out
+
+
+def _resolve(video: str, root: Path) -> Path:
+    """A row's video path: ``file://`` stripped, relative paths under ``root``."""
+    video = video.strip()
+    if video.startswith("file://"):
+        video = video[len("file://"):]
+    return Path(video) if os.path.isabs(video) else root / video
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a NUL byte or an over-long name: no such file
+        return False
 
 
 class FileDataset(Sequence):
     """Episodes from a JSONL or parquet question file; videos open lazily and are cached.
 
+    Args:
+        path: the question file (our schema or the ParaVT release's rows; see the README).
+        backend: video decoder, as in :class:`FileVideoSource`.
+        max_open_videos: decoders kept open at once.
+        video_root: folder that relative video paths (``file://`` prefix allowed) resolve
+            against; default: the question file's folder.
+        strict: if True, a row whose video file is missing stops loading with a
+            :class:`DatasetError` naming the file and line; by default such rows are skipped
+            and one warning says how many (the released loader skips them too).
+
     Every row is validated when the file is read, so a bad row fails at once, naming the
-    file and line. Video paths are relative to the question file unless absolute.
+    file and line: missing or mistyped fields, an MCQ answer outside its options, a
+    grounding answer that is not "start, end", a duplicate id. A row may list several videos
+    (the release's ``videos``); the first one present is used.
     """
 
-    def __init__(self, path: str | os.PathLike, backend: str = "auto", max_open_videos: int = 8):
+    def __init__(self, path: str | os.PathLike, backend: str = "auto", max_open_videos: int = 8,
+                 video_root: str | os.PathLike | None = None, strict: bool = False):
         self.path = Path(path)
         self.backend = backend
+        root = self.path.parent if video_root is None else Path(video_root)
+        if video_root is not None and not root.is_dir():
+            raise DatasetError(f"video_root {root} is not a folder")
         self.rows = []
         self._where = []  # "file:line" of each row, for errors found when its video opens
+        seen: dict[str, str] = {}  # id -> where it first appeared
+        exists: dict[Path, bool] = {}
+        missing: list[tuple[str, Path]] = []
+        total = 0
         for where, row in _read_rows(self.path):
-            video, q = _question_from_row(row, where)
-            video_path = Path(video) if os.path.isabs(video) else self.path.parent / video
-            self.rows.append((video_path, q))
+            total += 1
+            videos, q = _question_from_row(row, where)
+            if q.id in seen:
+                raise _row_error(where, f"duplicate id {q.id[:60]!r} (first at {seen[q.id]})")
+            seen[q.id] = where
+            paths = [_resolve(v, root) for v in videos]
+            found = [p for p in paths if exists.setdefault(p, _exists(p))]
+            if not found:
+                if strict:
+                    raise VideoError(f"{where}: video file not found: {paths[0]}")
+                missing.append((where, paths[0]))
+                continue
+            self.rows.append((found[0], q))
             self._where.append(where)
+        self.skipped = len(missing)
         if not self.rows:
-            raise DatasetError(f"{self.path}: no questions in file")
+            why = (f"the videos of all {total} rows are missing (first: {missing[0][1]})" if missing
+                   else "no questions in file")
+            raise DatasetError(f"{self.path}: {why}")
+        if missing:
+            where, video = missing[0]
+            warnings.warn(f"{self.path}: skipped {len(missing)} of {total} rows whose video file is missing "
+                          f"(first: {where}: {video}); strict=True stops at the first instead", stacklevel=2)
         self._cache: dict[Path, FileVideoSource] = {}
         self._max_open = max_open_videos
 
@@ -415,7 +599,8 @@ class FileDataset(Sequence):
 
 def load_dataset(source: str | os.PathLike | None = None, split: str = "train", seed: int = 0,
                  **kwargs) -> Sequence[Episode]:
-    """``None``/``"synthetic"`` -> :class:`SyntheticDataset`; a path -> :class:`FileDataset`."""
+    """``None``/``"synthetic"`` -> :class:`SyntheticDataset`; a path -> :class:`FileDataset`
+    (keyword arguments go to the chosen class: e.g. ``video_root=``, ``strict=`` for files)."""
     if source is None or source == "synthetic":
         return SyntheticDataset(split=split, seed=seed, **kwargs)
     return FileDataset(source, **kwargs)
