@@ -27,6 +27,8 @@ from .world import SyntheticVideo, check_size, uniform_timestamps
 
 MAX_OVERVIEW_FRAMES = 512
 MAX_CROP_FRAMES = 64
+MAX_VIDEO_SECONDS = 48 * 3600.0  # as the synthetic world and the env's timestamp space
+MAX_VIDEO_FRAMES = 10_000_000  # bounds the timestamp table (80 MB): 48 h at 58 fps
 _PYAV_MAX_FORWARD = 64  # frames: decode on rather than seek when the next wanted frame is this close
 SPLITS = ("train", "validation", "test")
 
@@ -118,11 +120,18 @@ class FileVideoSource(VideoSource):
 
     Args:
         path: the file.
-        backend: ``"auto"`` (decord, falling back to PyAV for what decord cannot open, e.g.
-            AV1), ``"decord"`` or ``"pyav"``.
+        backend: ``"auto"`` (decord, falling back to PyAV for what decord cannot open or
+            decodes wrongly, e.g. AV1, rotated phone videos, MPEG-TS, raw streams), ``"decord"``
+            or ``"pyav"``.
 
-    The file is opened lazily on first use and probed at construction, so a missing,
-    corrupt, truncated or unsupported file fails early with :class:`VideoError`.
+    Time is the presentation time of the frames, counted from the first one: frame ``i``
+    shows ``[start_i, start_{i+1})``, so variable-frame-rate files, streams that start at a
+    non-zero timestamp and files whose header states no duration all map times to the right
+    frame. Frames come out as a player shows them (the display rotation applied) and in the
+    stream's first frame size if the size changes mid-stream.
+
+    The file is probed at construction (first and last frame decoded), so a missing, corrupt,
+    truncated or unsupported file fails early with :class:`VideoError`.
     """
 
     def __init__(self, path: str | os.PathLike, backend: str = "auto"):
@@ -140,7 +149,7 @@ class FileVideoSource(VideoSource):
         errors = []
         for b in (("decord", "pyav") if backend == "auto" else (backend,)):
             try:
-                self._open(b)
+                self._open_decord() if b == "decord" else self._open_pyav()
                 self.backend = b
                 break
             except Exception as exc:  # decoders raise many unrelated types
@@ -148,92 +157,251 @@ class FileVideoSource(VideoSource):
         if self.backend is None:
             raise VideoError(f"{self.path}: cannot decode video ({'; '.join(errors)})")
 
-    def _open(self, backend: str) -> None:
-        if backend == "decord":
-            import decord
+    # ---- opening: a timeline of frame start times ----------------------------------------------
+    def _set_timeline(self, starts: np.ndarray, duration: float, height: int, width: int, rotation: int) -> None:
+        n = len(starts)
+        if n < 1 or not (math.isfinite(duration) and duration > 0):
+            raise RuntimeError(f"no frames or no duration ({n} frames, {duration} s)")
+        if duration > MAX_VIDEO_SECONDS:
+            raise RuntimeError(f"lasts {duration / 3600:.1f} h; at most {MAX_VIDEO_SECONDS / 3600:.0f} h are supported")
+        self._starts, self.num_frames, self.duration = starts, n, float(duration)
+        self.fps = n / self.duration  # the average rate; frame lookup uses the timestamps
+        self.rotation = int(round(rotation / 90.0)) % 4 * 90  # counter-clockwise, as players apply it
+        self.frame_shape = (height, width)  # as stored, before the rotation
 
-            reader = decord.VideoReader(str(self.path), num_threads=1)
-            n = len(reader)
-            fps = float(reader.get_avg_fps())
-            if n < 1 or not math.isfinite(fps) or fps <= 0:
-                raise RuntimeError(f"no frames or bad frame rate ({n} frames, {fps} fps)")
-            reader[n - 1]  # a truncated file fails here, not in the middle of an episode
-            self._reader, self.num_frames, self.fps = reader, n, fps
+    def _open_decord(self) -> None:
+        import decord
+
+        rotation, container_format = _pyav_probe(self.path)
+        if rotation % 360:  # decord 0.6 returns 4-channel, wrongly sized frames for these
+            raise RuntimeError(f"display rotation {rotation} degrees is not supported by decord")
+        if container_format in _DECORD_MISSEEKS:
+            raise RuntimeError(f"decord seeks {container_format} streams to the wrong frames")
+        reader = decord.VideoReader(str(self.path), num_threads=1)
+        n = len(reader)
+        if not 1 <= n <= MAX_VIDEO_FRAMES:
+            raise RuntimeError(f"{n} frames")
+        first = reader[0].asnumpy()
+        if first.ndim != 3 or first.shape[2] != 3:
+            raise RuntimeError(f"decoded frames have shape {first.shape}")
+        reader[n - 1]  # a truncated file fails here, not in the middle of an episode
+        stamps = np.asarray(reader.get_frame_timestamp(np.arange(n)), np.float64).reshape(n, 2)
+        starts = stamps[:, 0] - stamps[0, 0]
+        if not (np.all(np.isfinite(stamps)) and np.all(np.diff(starts) > 0)):
+            raise RuntimeError("frame timestamps are not increasing")
+        fps = float(reader.get_avg_fps())
+        grid = np.arange(n) / fps if math.isfinite(fps) and fps > 0 else None
+        if grid is not None and np.abs(starts - grid).max() < 1e-3:
+            starts, duration = grid, n / fps  # constant rate: exact times (decord's are float32)
         else:
-            import av
+            last = stamps[-1, 1] - stamps[-1, 0]
+            duration = starts[-1] + (last if last > 0 else _typical_step(starts, fps))
+        self._reader = reader
+        self._set_timeline(starts, duration, first.shape[0], first.shape[1], 0)
 
-            with av.open(str(self.path)) as container:
-                if not container.streams.video:
-                    raise RuntimeError("no video stream")
-                stream = container.streams.video[0]
-                fps = float(stream.average_rate or stream.guessed_rate or 0)
-                if stream.frames:
-                    n = int(stream.frames)
-                elif stream.duration and stream.time_base:
-                    n = int(float(stream.duration * stream.time_base) * fps)
-                else:
-                    n = int(float(container.duration or 0) / 1e6 * fps)
-                next(container.decode(video=0))  # fails here on a corrupt stream
-                if n < 1 or fps <= 0:
-                    raise RuntimeError(f"no frames or bad frame rate ({n} frames, {fps} fps)")
-                # a truncated file fails here, not in the middle of an episode: decode the tail
-                container.seek(int((n - 1) / fps / stream.time_base), stream=stream, backward=True)
-                k = -1
-                for frame in container.decode(stream):
-                    if frame.pts is not None:
-                        k = max(k, int(round(float(frame.pts * stream.time_base) * fps)))
-                if k < 0:
-                    raise RuntimeError("cannot decode the end of the video (truncated?)")
-                if k < n - 1:
-                    if stream.frames:  # the header's exact count: the data stops short
-                        raise RuntimeError(f"truncated: frames end at {k + 1} of {n}")
-                    n = k + 1  # n was estimated from the duration
-            self._reader, self.num_frames, self.fps = None, n, fps
-        self.duration = self.num_frames / self.fps
+    def _open_pyav(self) -> None:
+        import av
+
+        with av.open(str(self.path)) as container:
+            if not container.streams.video:
+                raise RuntimeError("no video stream")
+            stream = container.streams.video[0]
+            pts, last_duration, timed, count = [], 0, True, 0
+            for packet in container.demux(stream):
+                if packet.size == 0 or packet.is_discard:  # flush packets; frames an edit list cuts
+                    continue
+                count += 1
+                if count > MAX_VIDEO_FRAMES:
+                    raise RuntimeError(f"more than {MAX_VIDEO_FRAMES} frames")
+                t = packet.pts if packet.pts is not None else packet.dts
+                if t is None:
+                    timed = False
+                elif timed:
+                    pts.append(t)
+                    if t >= max(pts[-2:]):
+                        last_duration = packet.duration or 0
+            if count == 0:
+                raise RuntimeError("no video packets")
+            if stream.frames and count < stream.frames:  # the header's count: the data stops short
+                raise RuntimeError(f"truncated: {count} of {stream.frames} frames present")
+            # the codec's rate (raw streams have no other; their container claims 25 fps)
+            rate = float(stream.guessed_rate or stream.average_rate or stream.base_rate or 25)
+            tb = stream.time_base
+        first, rotation = self._pyav_first_frame()
+        if timed and tb:
+            table = np.unique(np.asarray(pts, np.int64))
+            self._pts = table
+            span = int(table[-1] - table[0])
+            step = last_duration or (int(np.median(np.diff(table))) if len(table) > 1 else 0)
+            duration = float((span + step) * tb) if step else span * float(tb) + 1.0 / rate
+            starts = (table - table[0]) * tb.numerator / tb.denominator
+            self._check_tail_pyav()
+        else:  # a raw stream without timestamps: frames in decoding order at the nominal rate
+            self._pts = None
+            count = self._count_frames_pyav()
+            starts, duration = np.arange(count) / rate, count / rate
+        self._set_timeline(starts, duration, first.height, first.width, rotation)
+
+    def _pyav_first_frame(self):
+        import av
+
+        with av.open(str(self.path)) as container:
+            frame = next(container.decode(video=0))  # fails here on a corrupt stream
+            return frame, int(frame.rotation or 0)
+
+    def _check_tail_pyav(self) -> None:
+        """A truncated file fails here, not in the middle of an episode: decode the last frame."""
+        import av
+
+        n = len(self._pts)
+        with av.open(str(self.path)) as container:
+            last = max((k for k, _ in self._frames_from(container, n - 1)), default=-1)
+        if last < n - 1:
+            raise RuntimeError("cannot decode the end of the video (truncated?)")
+
+    def _frames_from(self, container, want: int):
+        """``(index, frame)`` pairs decoded from a keyframe at or before frame ``want`` on.
+
+        A seek lands on a keyframe before its target in most containers, but after it in some
+        (MPEG-TS): then seek again further back, and at last from the start."""
+        stream = container.streams.video[0]
+        target = int(self._pts[want])
+        back, second = 0, max(1, int(1 / stream.time_base))
+        while True:
+            at_start = target - back <= self._pts[0]
+            container.seek(0 if at_start else target - back, stream=None if at_start else stream, backward=True)
+            frames = container.decode(stream)
+            first = next(frames, None)
+            if first is None and not at_start:
+                back = max(second, back * 4)
+                continue
+            if first is not None and first.pts is not None and first.pts > target and not at_start:
+                back = max(second, back * 4)
+                continue
+            break
+        if first is None:
+            return
+        k = self._index_of(first.pts, -1)
+        yield k, first
+        for frame in frames:
+            k = self._index_of(frame.pts, k)
+            yield k, frame
+
+    def _index_of(self, pts, previous: int) -> int:
+        """A decoded frame's place in the timeline: the last start at or before its pts."""
+        if pts is None:
+            return previous + 1
+        return int(np.searchsorted(self._pts, pts, side="right")) - 1
+
+    def _count_frames_pyav(self) -> int:
+        import av
+
+        with av.open(str(self.path)) as container:
+            n = sum(1 for _ in container.decode(video=0))
+        if not 1 <= n <= MAX_VIDEO_FRAMES:
+            raise RuntimeError(f"{n} decodable frames")
+        return n
+
+    # ---- decoding ---------------------------------------------------------------------------------
+    def _to_array(self, frame) -> np.ndarray:
+        h, w = self.frame_shape  # a mid-stream size change is scaled back to the first size
+        if (frame.height, frame.width) != (h, w):
+            return frame.to_ndarray(format="rgb24", width=w, height=h)
+        return frame.to_ndarray(format="rgb24")
 
     def _decode_pyav(self, idx: np.ndarray) -> np.ndarray:
-        """Seek to the keyframe before a wanted frame and decode forward; a wanted frame at
+        """Seek to a keyframe before a wanted frame and decode forward; a wanted frame at
         most ``_PYAV_MAX_FORWARD`` frames ahead is reached by decoding on, not by seeking
         again (a crop's frames share a GOP). Memory stays bounded by one GOP."""
         import av
 
+        if self._pts is None:
+            return self._decode_sequential(idx)
         out: dict[int, np.ndarray] = {}
         with av.open(str(self.path)) as container:
-            stream = container.streams.video[0]
             decoded, k, last, last_array = None, -1, None, None
             for want in sorted(set(idx.tolist())):
                 if decoded is None or want - k > _PYAV_MAX_FORWARD:
-                    container.seek(int(want / self.fps / stream.time_base), stream=stream, backward=True)
-                    decoded, k, last, last_array = container.decode(stream), -1, None, None
+                    decoded, k, last, last_array = self._frames_from(container, want), -1, None, None
                 if last is None or k < want:
-                    for frame in decoded:
-                        k = int(round(float(frame.pts * stream.time_base) * self.fps)) if frame.pts is not None else want
+                    for k, frame in decoded:
                         last, last_array = frame, None
                         if k >= want:
                             break
                 if last is None:
                     raise VideoError(f"{self.path}: cannot decode frame {want}")
                 if last_array is None:
-                    last_array = last.to_ndarray(format="rgb24")
+                    last_array = self._to_array(last)
                 out[want] = last_array
         return np.stack([out[i] for i in idx.tolist()])
 
+    def _decode_sequential(self, idx: np.ndarray) -> np.ndarray:
+        """Frames of a stream without timestamps (no seeking): decode from the start."""
+        import av
+
+        wanted, out, frame = set(idx.tolist()), {}, None
+        with av.open(str(self.path)) as container:
+            for k, frame in enumerate(container.decode(video=0)):
+                if k in wanted:
+                    out[k] = self._to_array(frame)
+                if k >= max(wanted):
+                    break
+        if frame is None:
+            raise VideoError(f"{self.path}: cannot decode frames")
+        held = out[max(out)] if out else self._to_array(frame)  # past a short stream: its last frame
+        return np.stack([out.get(i, held) for i in idx.tolist()])
+
     def frames_at(self, times, size=(64, 64)):
         size = check_size(size)
-        t = np.asarray(times, dtype=np.float64).reshape(-1)
+        try:
+            t = np.asarray(times, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            raise VideoError(f"{self.path}: frame times must be numbers") from None
         if not np.all(np.isfinite(t)):
             raise VideoError(f"{self.path}: frame times must be finite")
         if len(t) == 0:
             return np.zeros((0, *size, 3), np.uint8)
-        # frame i shows [i / fps, (i + 1) / fps); the epsilon keeps t = i / fps on frame i
+        # frame i shows [start_i, start_{i+1}); the epsilon keeps t = i / fps on frame i
         # despite rounding (floor(61 / 7 * 7) == 60)
-        idx = np.clip(np.floor(t * self.fps + 1e-6).astype(np.int64), 0, self.num_frames - 1)
+        idx = np.clip(np.searchsorted(self._starts, t + 1e-6, side="right") - 1, 0, self.num_frames - 1)
         with self._lock:
-            if self.backend == "decord":
-                frames = self._reader.get_batch(idx.tolist()).asnumpy()
-            else:
-                frames = self._decode_pyav(idx)
-        return _resize(np.ascontiguousarray(frames, dtype=np.uint8), size)
+            try:
+                if self.backend == "decord":
+                    frames = self._reader.get_batch(idx.tolist()).asnumpy()
+                else:
+                    frames = self._decode_pyav(idx)
+            except VideoError:
+                raise
+            except Exception as exc:  # a decoder failing mid-file: the caller gets a VideoError
+                raise VideoError(f"{self.path}: cannot decode frames ({type(exc).__name__}: "
+                                 f"{str(exc).strip()[:200]})") from None
+        frames = np.ascontiguousarray(frames, dtype=np.uint8)
+        if self.rotation:
+            frames = np.rot90(frames, k=self.rotation // 90, axes=(1, 2))
+        return _resize(frames, size)
+
+
+# containers whose frames decord 0.6 returns a GOP late (MPEG transport / program streams)
+_DECORD_MISSEEKS = frozenset({"mpegts", "mpeg"})
+
+
+def _pyav_probe(path: Path) -> tuple[int, str]:
+    """(display rotation in degrees counter-clockwise, container format) as PyAV reads them;
+    (0, "") if PyAV cannot tell."""
+    try:
+        import av
+
+        with av.open(str(path)) as container:
+            return int(next(container.decode(video=0)).rotation or 0), container.format.name
+    except Exception:  # PyAV unable to read the file: decord alone decides
+        return 0, ""
+
+
+def _typical_step(starts: np.ndarray, fps: float) -> float:
+    """A frame's duration when the file does not say: the median gap, else 1 / fps."""
+    if len(starts) > 1:
+        return float(np.median(np.diff(starts)))
+    return 1.0 / fps if math.isfinite(fps) and fps > 0 else 0.04
 
 
 @dataclass(frozen=True)
