@@ -564,7 +564,9 @@ def test_non_finite_times_raise(bad):
         v.frames_at([1.0, bad])
 
 
-@pytest.mark.parametrize("duration", [np.nan, np.inf, 29.0, 0.0, -60.0, 48 * 3600 + 1])
+@pytest.mark.parametrize("duration", [np.nan, np.inf, 29.0, 0.0, -60.0, 48 * 3600 + 1, 10 ** 400, 10 ** 5000,
+                                      "600", True, [600], object()],
+                         ids=lambda d: type(d).__name__)  # no repr of a 5000-digit int
 def test_bad_durations_raise(duration):
     with pytest.raises(ValueError, match="duration"):
         SyntheticVideo(0, 0, duration=duration)
