@@ -16,6 +16,7 @@ import os
 import re
 import threading
 import warnings
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -196,8 +197,8 @@ class FileVideoSource(VideoSource):
         else:
             last = stamps[-1, 1] - stamps[-1, 0]
             duration = starts[-1] + (last if last > 0 else _typical_step(starts, fps))
-        self._reader = reader
         self._set_timeline(starts, duration, first.shape[0], first.shape[1], 0)
+        self._reader = reader
 
     def _open_pyav(self) -> None:
         import av
@@ -206,7 +207,8 @@ class FileVideoSource(VideoSource):
             if not container.streams.video:
                 raise RuntimeError("no video stream")
             stream = container.streams.video[0]
-            pts, last_duration, timed, count = [], 0, True, 0
+            pts = array("q")  # 8 bytes a frame: a Python list would take 36
+            top, last_duration, timed, count = None, 0, True, 0
             for packet in container.demux(stream):
                 if packet.size == 0 or packet.is_discard:  # flush packets; frames an edit list cuts
                     continue
@@ -218,8 +220,8 @@ class FileVideoSource(VideoSource):
                     timed = False
                 elif timed:
                     pts.append(t)
-                    if t >= max(pts[-2:]):
-                        last_duration = packet.duration or 0
+                    if top is None or t >= top:  # the last frame shown lasts its packet's duration
+                        top, last_duration = t, packet.duration or 0
             if count == 0:
                 raise RuntimeError("no video packets")
             if stream.frames and count < stream.frames:  # the header's count: the data stops short
