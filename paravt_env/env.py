@@ -173,8 +173,8 @@ def _number(value: Any, name: str) -> float:
 
 
 def _index(value: Any, name: str) -> int:
-    """A non-negative whole number from the caller (reset options): ints, numpy ints and
-    integral floats; a clear ValueError for anything else (bools, strings, nan, 1e999, ...)."""
+    """A whole number from the caller (reset options): ints, numpy ints and integral floats;
+    a clear ValueError for anything else (bools, strings, nan, 1e999, ...)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be an integer, got {_show(value)}")
     if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and float(value).is_integer()):

@@ -476,7 +476,7 @@ def _json_field(row: dict, key: str, where: str):
     return value
 
 
-def _seconds(x) -> float:
+def _float(x) -> float:
     """float(x), with ints past the float range as infinity (then rejected as not finite)."""
     try:
         return float(x)
@@ -562,7 +562,7 @@ def _question_from_row(row: dict, where: str) -> tuple[list[str], Question]:
     try:
         if not isinstance(evidence, (list, tuple)):
             raise TypeError
-        evidence = tuple((_seconds(a), _seconds(b)) for a, b in evidence)
+        evidence = tuple((_float(a), _float(b)) for a, b in evidence)
     except (TypeError, ValueError):
         raise _row_error(where, "field 'evidence' must be a list of [start, end] pairs") from None
     if not all(math.isfinite(a) and math.isfinite(b) and 0.0 <= a <= b for a, b in evidence):
