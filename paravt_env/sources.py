@@ -454,7 +454,7 @@ class SyntheticDataset(Sequence):
 QUESTION_TYPES = {"mcq": "mcq", "multiple_choice": "mcq",
                   "open": "open", "oe": "open", "open_ended": "open", "free_form": "open",
                   "grounding": "grounding", "tvg": "grounding", "temporal_grounding": "grounding"}
-_OPTION_LINE = re.compile(r"\s*\(?([A-J])[.)]\s+(\S.*?)\s*")
+_OPTION_LINE = re.compile(r"\s*\(?([A-J])[.):]\s+(\S.*?)\s*")  # "A. x", "(A) x", "A) x", "A: x"
 _OPTIONS_HEADER = re.compile(r"\s*(options|choices)\s*:?\s*", re.IGNORECASE)
 _LETTER_ANSWER = re.compile(r"\(?([A-J])\)?(?:[.):]\s*.*)?", re.DOTALL)  # "B", "(B)", "B. red star"
 _LOWER_LETTER_ANSWER = re.compile(r"\(?([a-j])\)?[.):]?")  # "b", "(b)": but not "a. cat"-like text

@@ -257,3 +257,12 @@ def test_option_lines_need_consecutive_letters_from_a(tmp_path, video_dir):
     q = FileDataset(path, video_root=video_dir / "videos")[0].question
     assert q.options == ("ocean", "cave") and q.text == "Plan B. is a film. Which scene?\nD. sky"
     assert np.array_equal([q.answer], ["B"])
+
+
+@pytest.mark.parametrize("style", ["{L}. {o}", "({L}) {o}", "{L}) {o}", "{L}: {o}", "  {L}. {o}  "])
+def test_option_line_styles(tmp_path, video_dir, style):
+    lines = "\n".join(style.format(L=L, o=o) for L, o in zip("ABCD", ["ocean", "forest", "cave", "sky"]))
+    path = tmp_path / "q.jsonl"
+    _write(path, [release_row(prompt=f"<video>\nWhich of these scenes occurs?\n{lines}", answer="(C)")])
+    q = FileDataset(path, video_root=video_dir / "videos")[0].question
+    assert (q.options, q.answer, q.text) == (("ocean", "forest", "cave", "sky"), "C", "Which of these scenes occurs?")
