@@ -112,6 +112,7 @@ CASES = {
     "vfr.mp4": (dict(n=20, times=VFR_TIMES), None, "decord"),
     "vfr.mkv": (dict(n=20, times=VFR_TIMES), 6.3, "decord"),
     "gop12.ts": (dict(fmt="mpegts", opts={"g": "12"}), 3.0, "pyav"),       # starts at 0.2 s; decord misseeks
+    "one_gop.ts": (dict(fmt="mpegts"), 3.0, "pyav"),                         # every seek lands past the end
     "mpeg2.mpg": (dict(codec="mpeg2video", fmt="mpeg", opts={"g": "12"}), 3.0, "pyav"),
     "raw.h264": (dict(fmt="h264"), 3.0, "pyav"),                             # no timestamps, no duration
     "fragmented.mp4": (dict(options={"movflags": "frag_keyframe+empty_moov"}), 3.0, "decord"),
