@@ -204,9 +204,7 @@ class FileVideoSource(VideoSource):
         import av
 
         with av.open(str(self.path)) as container:
-            if not container.streams.video:
-                raise RuntimeError("no video stream")
-            stream = container.streams.video[0]
+            stream = _video_stream(container)
             pts = array("q")  # 8 bytes a frame: a Python list would take 36
             top, last_duration, timed, count = None, 0, True, 0
             for packet in container.demux(stream):
@@ -248,7 +246,7 @@ class FileVideoSource(VideoSource):
         import av
 
         with av.open(str(self.path)) as container:
-            frame = next(container.decode(video=0))  # fails here on a corrupt stream
+            frame = next(container.decode(_video_stream(container)))  # fails here on a corrupt stream
             return frame, int(frame.rotation or 0)
 
     def _check_tail_pyav(self) -> None:
@@ -266,7 +264,7 @@ class FileVideoSource(VideoSource):
 
         A seek lands on a keyframe before its target in most containers, but after it in some
         (MPEG-TS): then seek again further back, and at last from the start."""
-        stream = container.streams.video[0]
+        stream = _video_stream(container)
         target = int(self._pts[want])
         back, second = 0, max(1, int(1 / stream.time_base))
         while True:
@@ -299,7 +297,7 @@ class FileVideoSource(VideoSource):
         import av
 
         with av.open(str(self.path)) as container:
-            n = sum(1 for _ in container.decode(video=0))
+            n = sum(1 for _ in container.decode(_video_stream(container)))
         if not 1 <= n <= MAX_VIDEO_FRAMES:
             raise RuntimeError(f"{n} decodable frames")
         return n
@@ -343,7 +341,7 @@ class FileVideoSource(VideoSource):
 
         wanted, out, frame = set(idx.tolist()), {}, None
         with av.open(str(self.path)) as container:
-            for k, frame in enumerate(container.decode(video=0)):
+            for k, frame in enumerate(container.decode(_video_stream(container))):
                 if k in wanted:
                     out[k] = self._to_array(frame)
                 if k >= max(wanted):
@@ -383,6 +381,15 @@ class FileVideoSource(VideoSource):
         return _resize(frames, size)
 
 
+def _video_stream(container):
+    """The stream a player shows, as decord picks it: FFmpeg's best video stream (a cover
+    picture or a thumbnail track loses, whatever its place in the file)."""
+    stream = container.streams.best("video")
+    if stream is None:
+        raise RuntimeError("no video stream")
+    return stream
+
+
 # containers whose frames decord 0.6 returns a GOP late (MPEG transport / program streams)
 _DECORD_MISSEEKS = frozenset({"mpegts", "mpeg"})
 
@@ -394,7 +401,7 @@ def _pyav_probe(path: Path) -> tuple[int, str]:
         import av
 
         with av.open(str(path)) as container:
-            return int(next(container.decode(video=0)).rotation or 0), container.format.name
+            return int(next(container.decode(_video_stream(container))).rotation or 0), container.format.name
     except Exception:  # PyAV unable to read the file: decord alone decides
         return 0, ""
 

@@ -240,3 +240,30 @@ def test_dataset_of_such_files_opens_each_with_a_working_backend(files, tmp_path
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     data = FileDataset(path, video_root=files)
     assert [data[i].source.backend for i in range(len(data))] == [CASES[n][2] for n in CASES]
+
+
+def test_a_picture_stream_before_the_video_is_not_the_video(tmp_path):
+    """A cover picture / thumbnail track as stream 0: both decoders read the real video."""
+    path = tmp_path / "cover.mkv"
+    with av.open(str(path), "w") as c:
+        art = c.add_stream("mjpeg", rate=1)
+        art.width, art.height, art.pix_fmt = 32, 32, "yuvj420p"
+        v = c.add_stream("libx264", rate=10)
+        v.width, v.height, v.pix_fmt = 64, 48, "yuv420p"
+        picture = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 200, np.uint8), format="rgb24")
+        for p in art.encode(picture.reformat(format="yuvj420p")):
+            c.mux(p)
+        for p in art.encode():
+            c.mux(p)
+        for i in range(30):
+            for p in v.encode(av.VideoFrame.from_ndarray(frame_image(i, 48, 64), format="rgb24")):
+                c.mux(p)
+        for p in v.encode():
+            c.mux(p)
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].codec_context.name == "mjpeg"
+    t = np.arange(30) / 10 + 0.05
+    for backend in ("decord", "pyav"):
+        src = FileVideoSource(path, backend)
+        assert src.num_frames == 30 and src.duration == pytest.approx(3.0)
+        assert np.array_equal(frame_indices(src.frames_at(t, (48, 64))), np.arange(30))
