@@ -29,7 +29,11 @@ Termination: on an answer, or on a turn with neither an answer nor a tool call (
 Truncation: after ``max_turns`` turns without an answer.
 
 Keyword arguments:
-    source: ``None``/``"synthetic"`` for the procedural world, or a JSONL/parquet question file.
+    source: ``None``/``"synthetic"`` for the procedural world, or a JSONL/parquet question file
+        (our schema or the ParaVT release's ``prompt``/``videos``/``extra_info`` rows).
+    video_root: folder that a question file's relative video paths resolve against (default:
+        the file's folder). strict: if True, a row whose video is missing stops loading with an
+        error naming the file and line; by default such rows are skipped with one warning.
     split, world_seed, dataset_size, duration: which synthetic episodes (see ``SyntheticDataset``).
     frame_budget: K, the number of overview frames (ignored when ``nframes_gating``).
     nframes_gating: draw K per reset from ``gating_budgets`` = (4, 8, 16, 32, 64), a function of
@@ -133,28 +137,66 @@ class CropResult:
         return self.error is None
 
 
+def _show(value: Any) -> str:
+    """A short, safe rendering of an agent's value for an error message (``repr`` of an int
+    past Python's digit limit raises, and a megabyte string must not flood the reply)."""
+    if isinstance(value, int) and value.bit_length() > 64:  # no decimal conversion of huge ints
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    try:
+        text = repr(value)
+    except Exception:  # ValueError from the int-string limit inside a container, a broken __repr__
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _seconds(text: str) -> float:
+    """``"90"``, ``"90s"``, ``"1:30"`` or ``"0:01:30"`` -> seconds (ValueError otherwise)."""
+    text = text.strip().removesuffix("s").strip()
+    if ":" not in text:
+        return float(text)
+    parts = text.split(":")
+    if len(parts) > 3 or any(not p.strip() or p.strip()[0] in "+-" for p in parts):
+        raise ValueError(text)
+    x = 0.0
+    for part in parts:
+        x = x * 60 + float(part)
+    return x
+
+
 def _number(value: Any, name: str) -> float:
+    """A tool call's time argument as finite seconds; ValueError (shown to the agent) otherwise.
+
+    Takes ints of any size, floats and numeric strings (``"12.5"``, ``"90s"``, ``"1:30"``);
+    never raises anything but ValueError, whatever the value.
+    """
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a number of seconds, got a boolean")
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        if abs(value) > 2 ** 1000:  # float() would overflow; no video is that long
+            raise ValueError(f"{name} is out of range ({_show(value)})")
         x = float(value)
+    elif isinstance(value, float):
+        x = value
     elif isinstance(value, str) and len(value) <= MAX_NUMBER_CHARS:
-        text = value.strip().removesuffix("s").strip()
         try:
-            if ":" in text:  # mm:ss or hh:mm:ss
-                x = 0.0
-                for part in text.split(":"):
-                    x = x * 60 + float(part)
-            else:
-                x = float(text)
+            x = _seconds(value)
         except ValueError:
-            raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+            raise ValueError(f"{name} must be a number of seconds, got {_show(value)}") from None
     else:
-        shown = repr(value)[:40]
-        raise ValueError(f"{name} must be a number of seconds, got {shown}")
+        raise ValueError(f"{name} must be a number of seconds, got {_show(value)}")
     if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return x
+        raise ValueError(f"{name} must be finite, got {_show(value)}")
+    return x + 0.0  # -0.0 -> 0.0
+
+
+def _index(value: Any, name: str) -> int:
+    """A whole number from the caller (reset options): ints, numpy ints and integral floats;
+    a clear ValueError for anything else (bools, strings, nan, 1e999, ...)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be an integer, got {_show(value)}")
+    if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and float(value).is_integer()):
+        raise ValueError(f"{name} must be an integer, got {_show(value)}")
+    return int(value)
 
 
 class ParaVTLongVideoEnv(gym.Env):
@@ -169,7 +211,7 @@ class ParaVTLongVideoEnv(gym.Env):
                  think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None, tools: bool = True):
+                 dataset=None, video_root: str | None = None, strict: bool = False, tools: bool = True):
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
         if not (subagent in ("oracle", "frames") or callable(subagent)):
@@ -185,7 +227,8 @@ class ParaVTLongVideoEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.dataset = dataset if dataset is not None else load_dataset(
             source, split=split, seed=world_seed,
-            **({"size": dataset_size, "duration": duration} if source in (None, "synthetic") else {}))
+            **({"size": dataset_size, "duration": duration} if source in (None, "synthetic")
+               else {"video_root": video_root, "strict": strict}))
         self.budgets, self.nframes_gating = budgets, nframes_gating
         self.dispatch, self.max_turns, self.max_calls = dispatch, max_turns, max_calls_per_turn
         self.subagent, self.think_prefix = subagent, think_prefix or ""
@@ -215,16 +258,18 @@ class ParaVTLongVideoEnv(gym.Env):
         """Start an episode. ``options`` may pin ``episode_index`` and/or ``frame_budget``."""
         super().reset(seed=seed)
         options = options or {}
+        if not isinstance(options, dict):
+            raise ValueError(f"options must be a dict, got {type(options).__name__}")
         index = options.get("episode_index")
         if index is None:
             index = int(self.np_random.integers(len(self.dataset)))
-        if not 0 <= int(index) < len(self.dataset):
-            raise ValueError(f"episode_index {index} outside 0..{len(self.dataset) - 1}")
+        if not 0 <= _index(index, "episode_index") < len(self.dataset):
+            raise ValueError(f"episode_index {_show(index)} outside 0..{len(self.dataset) - 1}")
         k = options.get("frame_budget")
         if k is None:
             k = self.budgets[int(self.np_random.integers(len(self.budgets)))]
-        if int(k) not in self.budgets:
-            raise ValueError(f"frame_budget {k} not among this env's budgets {self.budgets}")
+        if _index(k, "frame_budget") not in self.budgets:
+            raise ValueError(f"frame_budget {_show(k)} not among this env's budgets {self.budgets}")
         self.episode = self.dataset[int(index)]
         self.episode_index, self.k = int(index), int(k)
         self.overview = self.episode.source.overview(self.k, self.frame_size)
@@ -293,7 +338,10 @@ class ParaVTLongVideoEnv(gym.Env):
             action = action.decode("utf-8", errors="replace")
         elif not isinstance(action, str):
             notes.append(f"action of type {type(action).__name__} converted to text")
-            action = str(action)
+            try:
+                action = str(action)
+            except Exception:  # an int past the int-string limit, a broken __str__
+                action = ""
         if len(action) > MAX_ACTION_CHARS:
             notes.append(f"action truncated from {len(action)} to {MAX_ACTION_CHARS} characters")
             action = action[:MAX_ACTION_CHARS]

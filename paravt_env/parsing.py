@@ -163,6 +163,14 @@ def _strip_fence(body: str) -> str:
     return s
 
 
+def _problem(e: BaseException) -> str:
+    """A short description of a parser exception, fit for an in-band error message."""
+    text = str(e)
+    if "integer string conversion" in text:  # Python's int-digit limit (4300 digits by default)
+        return "a number has too many digits"
+    return getattr(e, "msg", None) or type(e).__name__
+
+
 def _bad(raw: str, syntax: str, msg: str) -> ToolCall:
     return ToolCall(name=None, arguments={}, raw=raw, syntax=syntax, error=msg)
 
@@ -191,8 +199,8 @@ def parse_json_call(raw: str) -> ToolCall:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
         return _bad(raw, syntax, f"tool_call is not valid JSON: {e.msg} at char {e.pos}")
-    except Exception as e:  # RecursionError on deep nesting, etc.
-        return _bad(raw, syntax, f"tool_call is not valid JSON: {type(e).__name__}")
+    except Exception as e:  # RecursionError on deep nesting, ValueError on a 5000-digit number
+        return _bad(raw, syntax, f"tool_call is not valid JSON: {_problem(e)}")
     if not isinstance(obj, dict):
         return _bad(raw, syntax, f"tool_call JSON is a {type(obj).__name__}, expected an object")
     name = obj.get("name")
@@ -206,8 +214,7 @@ def parse_json_call(raw: str) -> ToolCall:
         try:
             args = json.loads(args) if args.strip() else {}
         except Exception as e:
-            msg = e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__
-            return _bad(raw, syntax, f'tool_call "arguments" string is not valid JSON: {msg}')
+            return _bad(raw, syntax, f'tool_call "arguments" string is not valid JSON: {_problem(e)}')
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -243,10 +250,8 @@ def parse_python_call(raw: str) -> ToolCall:
         return bad
     try:
         tree = ast.parse(body, mode="eval")
-    except SyntaxError as e:
-        return _bad(raw, syntax, f"tool_code is not a valid Python expression: {e.msg}")
-    except Exception as e:  # MemoryError / RecursionError on pathological nesting
-        return _bad(raw, syntax, f"tool_code is not a valid Python expression: {type(e).__name__}")
+    except Exception as e:  # SyntaxError; MemoryError / RecursionError on pathological nesting
+        return _bad(raw, syntax, f"tool_code is not a valid Python expression: {_problem(e)}")
     call = tree.body
     if not isinstance(call, ast.Call):
         return _bad(raw, syntax, f"tool_code must be a single function call, got {type(call).__name__}")

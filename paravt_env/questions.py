@@ -97,15 +97,29 @@ def make_question(video: SyntheticVideo, family: str, qid: str, rng: np.random.G
                         "Answer with one word.", e.colour, "open", None, (_window(e),))
 
     if family == "counting":
-        scenes = [s for s in video.scenes if s.name in by_scene]
-        scene = scenes[int(rng.integers(len(scenes)))]
-        count = len(by_scene[scene.name])
-        wrong = [str(c) for c in range(max(0, count - 3), count + 4) if c != count]
-        wrong = [wrong[i] for i in rng.choice(len(wrong), 3, replace=False)]
-        options, answer = _mcq(rng, str(count), wrong)
+        # The options are counts this video's scenes really hold (up to 4 of them, ascending),
+        # and the answer is drawn uniformly among them: whatever the options are, each is the
+        # answer with the same probability, so nothing in the text beats chance (wrong counts
+        # near the true one let "the option nearest the middle" score 0.6; see
+        # benchmarks/text_only.py). Hence 2-4 options, as many as the video has distinct counts.
+        scenes_of: dict[int, list] = {}
+        for s in video.scenes:
+            if s.name in by_scene:
+                scenes_of.setdefault(len(by_scene[s.name]), []).append(s)
+        counts = sorted(scenes_of)
+        if len(counts) > 1:
+            values = sorted(int(c) for c in rng.choice(counts, min(4, len(counts)), replace=False))
+            count = values[int(rng.integers(len(values)))]
+        else:  # every scene holds the same count (under 1% of videos): one neighbour as the other option
+            count = counts[0]
+            other = count + 1 if count == 1 or rng.random() < 0.5 else count - 1
+            values = sorted([count, other])
+        candidates = scenes_of[count]
+        scene = candidates[int(rng.integers(len(candidates)))]
+        options = tuple(str(v) for v in values)
         return Question(qid, family,
                         f"How many coloured objects (not counting small grey ones) appear during "
-                        f"the {scene.name} scene?", answer, "mcq", options,
+                        f"the {scene.name} scene?", LETTERS[values.index(count)], "mcq", options,
                         tuple(_window(e) for e in by_scene[scene.name]))
 
     if family == "temporal_order":

@@ -13,18 +13,23 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
+import warnings
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .questions import ANSWER_TYPES, FAMILIES, Question, make_question
+from .questions import ANSWER_TYPES, FAMILIES, LETTERS, Question, make_question
 from .world import SyntheticVideo, check_size, uniform_timestamps
 
 MAX_OVERVIEW_FRAMES = 512
 MAX_CROP_FRAMES = 64
+MAX_VIDEO_SECONDS = 48 * 3600.0  # as the synthetic world and the env's timestamp space
+MAX_VIDEO_FRAMES = 10_000_000  # bounds the timestamp table (80 MB): 48 h at 58 fps
 _PYAV_MAX_FORWARD = 64  # frames: decode on rather than seek when the next wanted frame is this close
 SPLITS = ("train", "validation", "test")
 
@@ -66,9 +71,8 @@ class VideoSource:
         """Timestamps a crop samples: ``fps`` over the window, at most ``max_frames``, at least 1."""
         try:
             start, end, fps = float(start), float(end), float(fps)
-        except (TypeError, ValueError):
-            raise VideoError(f"{self.name}: crop window and fps must be numbers, got "
-                             f"{start!r}, {end!r}, {fps!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise VideoError(f"{self.name}: crop window and fps must be numbers of seconds") from None
         if not all(map(math.isfinite, (start, end, fps))):
             raise VideoError(f"{self.name}: crop window and fps must be finite numbers")
         if not 0.0 <= start < end <= self.duration + 1e-6:
@@ -117,11 +121,18 @@ class FileVideoSource(VideoSource):
 
     Args:
         path: the file.
-        backend: ``"auto"`` (decord, falling back to PyAV for what decord cannot open, e.g.
-            AV1), ``"decord"`` or ``"pyav"``.
+        backend: ``"auto"`` (decord, falling back to PyAV for what decord cannot open or
+            decodes wrongly, e.g. AV1, rotated phone videos, MPEG-TS, raw streams), ``"decord"``
+            or ``"pyav"``.
 
-    The file is opened lazily on first use and probed at construction, so a missing,
-    corrupt, truncated or unsupported file fails early with :class:`VideoError`.
+    Time is the presentation time of the frames, counted from the first one: frame ``i``
+    shows ``[start_i, start_{i+1})``, so variable-frame-rate files, streams that start at a
+    non-zero timestamp and files whose header states no duration all map times to the right
+    frame. Frames come out as a player shows them (the display rotation applied) and in the
+    stream's first frame size if the size changes mid-stream.
+
+    The file is probed at construction (first and last frame decoded), so a missing, corrupt,
+    truncated or unsupported file fails early with :class:`VideoError`.
     """
 
     def __init__(self, path: str | os.PathLike, backend: str = "auto"):
@@ -139,7 +150,7 @@ class FileVideoSource(VideoSource):
         errors = []
         for b in (("decord", "pyav") if backend == "auto" else (backend,)):
             try:
-                self._open(b)
+                self._open_decord() if b == "decord" else self._open_pyav()
                 self.backend = b
                 break
             except Exception as exc:  # decoders raise many unrelated types
@@ -147,92 +158,259 @@ class FileVideoSource(VideoSource):
         if self.backend is None:
             raise VideoError(f"{self.path}: cannot decode video ({'; '.join(errors)})")
 
-    def _open(self, backend: str) -> None:
-        if backend == "decord":
-            import decord
+    # ---- opening: a timeline of frame start times ----------------------------------------------
+    def _set_timeline(self, starts: np.ndarray, duration: float, height: int, width: int, rotation: int) -> None:
+        n = len(starts)
+        if n < 1 or not (math.isfinite(duration) and duration > 0):
+            raise RuntimeError(f"no frames or no duration ({n} frames, {duration} s)")
+        if duration > MAX_VIDEO_SECONDS:
+            raise RuntimeError(f"lasts {duration / 3600:.1f} h; at most {MAX_VIDEO_SECONDS / 3600:.0f} h are supported")
+        self._starts, self.num_frames, self.duration = starts, n, float(duration)
+        self.fps = n / self.duration  # the average rate; frame lookup uses the timestamps
+        self.rotation = int(round(rotation / 90.0)) % 4 * 90  # counter-clockwise, as players apply it
+        self.frame_shape = (height, width)  # as stored, before the rotation
 
-            reader = decord.VideoReader(str(self.path), num_threads=1)
-            n = len(reader)
-            fps = float(reader.get_avg_fps())
-            if n < 1 or not math.isfinite(fps) or fps <= 0:
-                raise RuntimeError(f"no frames or bad frame rate ({n} frames, {fps} fps)")
-            reader[n - 1]  # a truncated file fails here, not in the middle of an episode
-            self._reader, self.num_frames, self.fps = reader, n, fps
+    def _open_decord(self) -> None:
+        import decord
+
+        rotation, container_format = _pyav_probe(self.path)
+        if rotation % 360:  # decord 0.6 returns 4-channel, wrongly sized frames for these
+            raise RuntimeError(f"display rotation {rotation} degrees is not supported by decord")
+        if container_format in _DECORD_MISSEEKS:
+            raise RuntimeError(f"decord seeks {container_format} streams to the wrong frames")
+        reader = decord.VideoReader(str(self.path), num_threads=1)
+        n = len(reader)
+        if not 1 <= n <= MAX_VIDEO_FRAMES:
+            raise RuntimeError(f"{n} frames")
+        first = reader[0].asnumpy()
+        if first.ndim != 3 or first.shape[2] != 3:
+            raise RuntimeError(f"decoded frames have shape {first.shape}")
+        reader[n - 1]  # a truncated file fails here, not in the middle of an episode
+        stamps = np.asarray(reader.get_frame_timestamp(np.arange(n)), np.float64).reshape(n, 2)
+        starts = stamps[:, 0] - stamps[0, 0]
+        if not (np.all(np.isfinite(stamps)) and np.all(np.diff(starts) > 0)):
+            raise RuntimeError("frame timestamps are not increasing")
+        fps = float(reader.get_avg_fps())
+        grid = np.arange(n) / fps if math.isfinite(fps) and fps > 0 else None
+        if grid is not None and np.abs(starts - grid).max() < 1e-3:
+            starts, duration = grid, n / fps  # constant rate: exact times (decord's are float32)
         else:
-            import av
+            last = stamps[-1, 1] - stamps[-1, 0]
+            duration = starts[-1] + (last if last > 0 else _typical_step(starts, fps))
+        self._set_timeline(starts, duration, first.shape[0], first.shape[1], 0)
+        self._reader = reader
 
-            with av.open(str(self.path)) as container:
-                if not container.streams.video:
-                    raise RuntimeError("no video stream")
-                stream = container.streams.video[0]
-                fps = float(stream.average_rate or stream.guessed_rate or 0)
-                if stream.frames:
-                    n = int(stream.frames)
-                elif stream.duration and stream.time_base:
-                    n = int(float(stream.duration * stream.time_base) * fps)
-                else:
-                    n = int(float(container.duration or 0) / 1e6 * fps)
-                next(container.decode(video=0))  # fails here on a corrupt stream
-                if n < 1 or fps <= 0:
-                    raise RuntimeError(f"no frames or bad frame rate ({n} frames, {fps} fps)")
-                # a truncated file fails here, not in the middle of an episode: decode the tail
-                container.seek(int((n - 1) / fps / stream.time_base), stream=stream, backward=True)
-                k = -1
-                for frame in container.decode(stream):
-                    if frame.pts is not None:
-                        k = max(k, int(round(float(frame.pts * stream.time_base) * fps)))
-                if k < 0:
-                    raise RuntimeError("cannot decode the end of the video (truncated?)")
-                if k < n - 1:
-                    if stream.frames:  # the header's exact count: the data stops short
-                        raise RuntimeError(f"truncated: frames end at {k + 1} of {n}")
-                    n = k + 1  # n was estimated from the duration
-            self._reader, self.num_frames, self.fps = None, n, fps
-        self.duration = self.num_frames / self.fps
+    def _open_pyav(self) -> None:
+        import av
+
+        with av.open(str(self.path)) as container:
+            stream = _video_stream(container)
+            pts = array("q")  # 8 bytes a frame: a Python list would take 36
+            top, last_duration, timed, count = None, 0, True, 0
+            for packet in container.demux(stream):
+                if packet.size == 0 or packet.is_discard:  # flush packets; frames an edit list cuts
+                    continue
+                count += 1
+                if count > MAX_VIDEO_FRAMES:
+                    raise RuntimeError(f"more than {MAX_VIDEO_FRAMES} frames")
+                t = packet.pts if packet.pts is not None else packet.dts
+                if t is None:
+                    timed = False
+                elif timed:
+                    pts.append(t)
+                    if top is None or t >= top:  # the last frame shown lasts its packet's duration
+                        top, last_duration = t, packet.duration or 0
+            if count == 0:
+                raise RuntimeError("no video packets")
+            if stream.frames and count < stream.frames:  # the header's count: the data stops short
+                raise RuntimeError(f"truncated: {count} of {stream.frames} frames present")
+            # the codec's rate (raw streams have no other; their container claims 25 fps)
+            rate = float(stream.guessed_rate or stream.average_rate or stream.base_rate or 25)
+            tb = stream.time_base
+        first, rotation = self._pyav_first_frame()
+        if timed and tb:
+            table = np.unique(np.asarray(pts, np.int64))
+            self._pts = table
+            span = int(table[-1] - table[0])
+            step = last_duration or (int(np.median(np.diff(table))) if len(table) > 1 else 0)
+            duration = float((span + step) * tb) if step else span * float(tb) + 1.0 / rate
+            starts = (table - table[0]) * tb.numerator / tb.denominator
+            self._check_tail_pyav()
+        else:  # a raw stream without timestamps: frames in decoding order at the nominal rate
+            self._pts = None
+            count = self._count_frames_pyav()
+            starts, duration = np.arange(count) / rate, count / rate
+        self._set_timeline(starts, duration, first.height, first.width, rotation)
+
+    def _pyav_first_frame(self):
+        import av
+
+        with av.open(str(self.path)) as container:
+            frame = next(container.decode(_video_stream(container)))  # fails here on a corrupt stream
+            return frame, int(frame.rotation or 0)
+
+    def _check_tail_pyav(self) -> None:
+        """A truncated file fails here, not in the middle of an episode: decode the last frame."""
+        import av
+
+        n = len(self._pts)
+        with av.open(str(self.path)) as container:
+            last = max((k for k, _ in self._frames_from(container, n - 1)), default=-1)
+        if last < n - 1:
+            raise RuntimeError("cannot decode the end of the video (truncated?)")
+
+    def _frames_from(self, container, want: int):
+        """``(index, frame)`` pairs decoded from a keyframe at or before frame ``want`` on.
+
+        A seek lands on a keyframe before its target in most containers, but after it in some
+        (MPEG-TS): then seek again further back, and at last from the start."""
+        stream = _video_stream(container)
+        target = int(self._pts[want])
+        back, second = 0, max(1, int(1 / stream.time_base))
+        while True:
+            at_start = target - back <= self._pts[0]
+            container.seek(0 if at_start else target - back, stream=None if at_start else stream, backward=True)
+            frames = container.decode(stream)
+            first = next(frames, None)
+            if first is None and not at_start:
+                back = max(second, back * 4)
+                continue
+            if first is not None and first.pts is not None and first.pts > target and not at_start:
+                back = max(second, back * 4)
+                continue
+            break
+        if first is None:
+            return
+        k = self._index_of(first.pts, -1)
+        yield k, first
+        for frame in frames:
+            k = self._index_of(frame.pts, k)
+            yield k, frame
+
+    def _index_of(self, pts, previous: int) -> int:
+        """A decoded frame's place in the timeline: the last start at or before its pts."""
+        if pts is None:
+            return previous + 1
+        return int(np.searchsorted(self._pts, pts, side="right")) - 1
+
+    def _count_frames_pyav(self) -> int:
+        import av
+
+        with av.open(str(self.path)) as container:
+            n = sum(1 for _ in container.decode(_video_stream(container)))
+        if not 1 <= n <= MAX_VIDEO_FRAMES:
+            raise RuntimeError(f"{n} decodable frames")
+        return n
+
+    # ---- decoding ---------------------------------------------------------------------------------
+    def _to_array(self, frame) -> np.ndarray:
+        h, w = self.frame_shape  # a mid-stream size change is scaled back to the first size
+        if (frame.height, frame.width) != (h, w):
+            return frame.to_ndarray(format="rgb24", width=w, height=h)
+        return frame.to_ndarray(format="rgb24")
 
     def _decode_pyav(self, idx: np.ndarray) -> np.ndarray:
-        """Seek to the keyframe before a wanted frame and decode forward; a wanted frame at
+        """Seek to a keyframe before a wanted frame and decode forward; a wanted frame at
         most ``_PYAV_MAX_FORWARD`` frames ahead is reached by decoding on, not by seeking
         again (a crop's frames share a GOP). Memory stays bounded by one GOP."""
         import av
 
+        if self._pts is None:
+            return self._decode_sequential(idx)
         out: dict[int, np.ndarray] = {}
         with av.open(str(self.path)) as container:
-            stream = container.streams.video[0]
             decoded, k, last, last_array = None, -1, None, None
             for want in sorted(set(idx.tolist())):
                 if decoded is None or want - k > _PYAV_MAX_FORWARD:
-                    container.seek(int(want / self.fps / stream.time_base), stream=stream, backward=True)
-                    decoded, k, last, last_array = container.decode(stream), -1, None, None
+                    decoded, k, last, last_array = self._frames_from(container, want), -1, None, None
                 if last is None or k < want:
-                    for frame in decoded:
-                        k = int(round(float(frame.pts * stream.time_base) * self.fps)) if frame.pts is not None else want
+                    for k, frame in decoded:
                         last, last_array = frame, None
                         if k >= want:
                             break
                 if last is None:
                     raise VideoError(f"{self.path}: cannot decode frame {want}")
                 if last_array is None:
-                    last_array = last.to_ndarray(format="rgb24")
+                    last_array = self._to_array(last)
                 out[want] = last_array
         return np.stack([out[i] for i in idx.tolist()])
 
+    def _decode_sequential(self, idx: np.ndarray) -> np.ndarray:
+        """Frames of a stream without timestamps (no seeking): decode from the start."""
+        import av
+
+        wanted, out, frame = set(idx.tolist()), {}, None
+        with av.open(str(self.path)) as container:
+            for k, frame in enumerate(container.decode(_video_stream(container))):
+                if k in wanted:
+                    out[k] = self._to_array(frame)
+                if k >= max(wanted):
+                    break
+        if frame is None:
+            raise VideoError(f"{self.path}: cannot decode frames")
+        held = out[max(out)] if out else self._to_array(frame)  # past a short stream: its last frame
+        return np.stack([out.get(i, held) for i in idx.tolist()])
+
     def frames_at(self, times, size=(64, 64)):
         size = check_size(size)
-        t = np.asarray(times, dtype=np.float64).reshape(-1)
+        try:
+            t = np.asarray(times, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            raise VideoError(f"{self.path}: frame times must be numbers") from None
         if not np.all(np.isfinite(t)):
             raise VideoError(f"{self.path}: frame times must be finite")
         if len(t) == 0:
             return np.zeros((0, *size, 3), np.uint8)
-        # frame i shows [i / fps, (i + 1) / fps); the epsilon keeps t = i / fps on frame i
+        # frame i shows [start_i, start_{i+1}); the epsilon keeps t = i / fps on frame i
         # despite rounding (floor(61 / 7 * 7) == 60)
-        idx = np.clip(np.floor(t * self.fps + 1e-6).astype(np.int64), 0, self.num_frames - 1)
+        idx = np.clip(np.searchsorted(self._starts, t + 1e-6, side="right") - 1, 0, self.num_frames - 1)
         with self._lock:
-            if self.backend == "decord":
-                frames = self._reader.get_batch(idx.tolist()).asnumpy()
-            else:
-                frames = self._decode_pyav(idx)
-        return _resize(np.ascontiguousarray(frames, dtype=np.uint8), size)
+            try:
+                if self.backend == "decord":
+                    frames = self._reader.get_batch(idx.tolist()).asnumpy()
+                else:
+                    frames = self._decode_pyav(idx)
+            except VideoError:
+                raise
+            except Exception as exc:  # a decoder failing mid-file: the caller gets a VideoError
+                raise VideoError(f"{self.path}: cannot decode frames ({type(exc).__name__}: "
+                                 f"{str(exc).strip()[:200]})") from None
+        frames = np.ascontiguousarray(frames, dtype=np.uint8)
+        if self.rotation:
+            frames = np.rot90(frames, k=self.rotation // 90, axes=(1, 2))
+        return _resize(frames, size)
+
+
+def _video_stream(container):
+    """The stream a player shows, as decord picks it: FFmpeg's best video stream (a cover
+    picture or a thumbnail track loses, whatever its place in the file)."""
+    stream = container.streams.best("video")
+    if stream is None:
+        raise RuntimeError("no video stream")
+    return stream
+
+
+# containers whose frames decord 0.6 returns a GOP late (MPEG transport / program streams)
+_DECORD_MISSEEKS = frozenset({"mpegts", "mpeg"})
+
+
+def _pyav_probe(path: Path) -> tuple[int, str]:
+    """(display rotation in degrees counter-clockwise, container format) as PyAV reads them;
+    (0, "") if PyAV cannot tell."""
+    try:
+        import av
+
+        with av.open(str(path)) as container:
+            return int(next(container.decode(_video_stream(container))).rotation or 0), container.format.name
+    except Exception:  # PyAV unable to read the file: decord alone decides
+        return 0, ""
+
+
+def _typical_step(starts: np.ndarray, fps: float) -> float:
+    """A frame's duration when the file does not say: the median gap, else 1 / fps."""
+    if len(starts) > 1:
+        return float(np.median(np.diff(starts)))
+    return 1.0 / fps if math.isfinite(fps) and fps > 0 else 0.04
 
 
 @dataclass(frozen=True)
@@ -279,35 +457,119 @@ class SyntheticDataset(Sequence):
 
 # ---- question files ------------------------------------------------------------------------
 
+# question types, ours and the release's (``mcq`` / ``tvg`` / ``oe``), -> our answer types
+QUESTION_TYPES = {"mcq": "mcq", "multiple_choice": "mcq",
+                  "open": "open", "oe": "open", "open_ended": "open", "free_form": "open",
+                  "grounding": "grounding", "tvg": "grounding", "temporal_grounding": "grounding"}
+_OPTION_LINE = re.compile(r"\s*\(?([A-J])[.):]\s+(\S.*?)\s*")  # "A. x", "(A) x", "A) x", "A: x"
+_OPTIONS_HEADER = re.compile(r"\s*(options|choices)\s*:?\s*", re.IGNORECASE)
+_LETTER_ANSWER = re.compile(r"\(?([A-J])\)?(?:[.):]\s*.*)?", re.DOTALL)  # "B", "(B)", "B. red star"
+_LOWER_LETTER_ANSWER = re.compile(r"\(?([a-j])\)?[.):]?")  # "b", "(b)": but not "a. cat"-like text
+_MARKERS = re.compile(r"<video>|<image>")
+
 
 def _row_error(where: str, msg: str) -> DatasetError:
     return DatasetError(f"{where}: {msg}")
 
 
-def _question_from_row(row: dict, where: str) -> tuple[str, Question]:
-    """Validate one row (our schema or the ParaVT release's) -> (video path, question)."""
+def _json_field(row: dict, key: str, where: str):
+    """A field that may hold JSON text (the release stores ``extra_info`` that way)."""
+    value = row.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            raise _row_error(where, f"field {key!r} is a string but not valid JSON") from None
+    return value
+
+
+def _float(x) -> float:
+    """float(x), with ints past the float range as infinity (then rejected as not finite)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _mcq_answer(answer: str, options: tuple[str, ...], where: str) -> str:
+    """The option letter an MCQ answer names: ``"B"``, ``"(B)"``, ``"B. red star"`` or an
+    option's exact text."""
+    text = answer.strip()
+    m = _LETTER_ANSWER.fullmatch(text) or _LOWER_LETTER_ANSWER.fullmatch(text)
+    if m:
+        letter = m.group(1).upper()
+        if LETTERS.index(letter) >= len(options):
+            raise _row_error(where, f"MCQ answer {text[:40]!r} is not among the options "
+                                    f"A-{LETTERS[len(options) - 1]}")
+        return letter
+    lowered = [o.strip().lower() for o in options]
+    if text.lower() in lowered:
+        return LETTERS[lowered.index(text.lower())]
+    raise _row_error(where, f"MCQ answer {text[:40]!r} is neither an option letter "
+                            f"A-{LETTERS[len(options) - 1]} nor an option's text")
+
+
+def _grounding_answer(answer: str, where: str) -> str:
+    """``"start, end"`` seconds (brackets allowed), two finite numbers, 0 <= start < end."""
+    text = answer.strip()
+    if text[:1] in "[(" and text[-1:] in "])":
+        text = text[1:-1]
+    parts = text.split(",")
+    try:
+        if len(parts) != 2 or max(len(p) for p in parts) > 64:
+            raise ValueError
+        start, end = (float(p) for p in parts)
+    except ValueError:
+        raise _row_error(where, f"grounding answer must be 'start, end' in seconds, got {answer[:40]!r}") from None
+    if not (math.isfinite(start) and math.isfinite(end) and 0.0 <= start < end):
+        raise _row_error(where, f"grounding answer needs finite seconds with 0 <= start < end, got {answer[:40]!r}")
+    return f"{start!r}, {end!r}"
+
+
+def _question_from_row(row: dict, where: str) -> tuple[list[str], Question]:
+    """Validate one row (our schema or the ParaVT release's) -> (video paths, question)."""
     if not isinstance(row, dict):
         raise _row_error(where, f"expected a JSON object, got {type(row).__name__}")
-    if "messages" in row or "video_paths" in row:
+    if any(k in row for k in ("prompt", "videos", "extra_info", "messages", "video_paths")):
         row = _from_release_row(row, where)
-    for key, types in (("id", (str, int)), ("video", str), ("question", str), ("answer", (str, int, float)),
+    else:
+        row = {**row, "videos": [row["video"]] if isinstance(row.get("video"), str) else row.get("video")}
+    for key, types in (("id", (str, int)), ("videos", list), ("question", str), ("answer", (str, int, float)),
                        ("type", str)):
-        if key not in row or row[key] is None:
-            raise _row_error(where, f"missing field {key!r}")
+        if row.get(key) is None:
+            raise _row_error(where, f"missing field {'video' if key == 'videos' else key!r}")
         if not isinstance(row[key], types) or isinstance(row[key], bool):
-            raise _row_error(where, f"field {key!r} has type {type(row[key]).__name__}")
-    if row["type"] not in ANSWER_TYPES:
-        raise _row_error(where, f"field 'type' must be one of {ANSWER_TYPES}, got {row['type']!r}")
+            raise _row_error(where, f"field {'video' if key == 'videos' else key!r} has type "
+                                    f"{type(row[key]).__name__}")
+    if not row["videos"] or not all(isinstance(v, str) and v.strip() for v in row["videos"]):
+        raise _row_error(where, "video paths must be non-empty strings")
+    if not row["question"].strip():
+        raise _row_error(where, "field 'question' is empty")
+    if row["type"] not in QUESTION_TYPES:
+        raise _row_error(where, f"field 'type' must be one of {ANSWER_TYPES} (or the release's "
+                                f"mcq/tvg/oe), got {str(row['type'])[:40]!r}")
+    qtype = QUESTION_TYPES[row["type"]]
     options = row.get("options")
     if options is not None:
         if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
             raise _row_error(where, "field 'options' must be a list of strings")
+        if len(options) > len(LETTERS):
+            raise _row_error(where, f"at most {len(LETTERS)} options (A-{LETTERS[-1]}), got {len(options)}")
         options = tuple(options) or None
-    if row["type"] == "mcq" and not options:
+    if qtype == "mcq" and not options:
         raise _row_error(where, "an 'mcq' row needs non-empty 'options'")
+    answer = row["answer"] if isinstance(row["answer"], str) else repr(row["answer"])
+    if not answer.strip():
+        raise _row_error(where, "field 'answer' is empty")
+    if qtype == "mcq":
+        answer = _mcq_answer(answer, options, where)
+    elif qtype == "grounding":
+        answer = _grounding_answer(answer, where)
     evidence = row.get("evidence") or []
     try:
-        evidence = tuple((float(a), float(b)) for a, b in evidence)
+        if not isinstance(evidence, (list, tuple)):
+            raise TypeError
+        evidence = tuple((_float(a), _float(b)) for a, b in evidence)
     except (TypeError, ValueError):
         raise _row_error(where, "field 'evidence' must be a list of [start, end] pairs") from None
     if not all(math.isfinite(a) and math.isfinite(b) and 0.0 <= a <= b for a, b in evidence):
@@ -315,37 +577,81 @@ def _question_from_row(row: dict, where: str) -> tuple[str, Question]:
     family = row.get("family") or "unknown"
     if not isinstance(family, str):
         raise _row_error(where, "field 'family' must be a string")
-    q = Question(str(row["id"]), family, row["question"], str(row["answer"]), row["type"], options, evidence)
-    return row["video"], q
+    q = Question(str(row["id"]), family, row["question"], answer, qtype, options, evidence)
+    return row["videos"], q
 
 
-def _from_release_row(row: dict, where: str) -> dict:
-    """Map a ParaVT-release row (chat ``messages``, ``video_paths``, ...) to our schema."""
-    paths = row.get("video_paths")
-    if not isinstance(paths, list) or not paths or not isinstance(paths[0], str):
-        raise _row_error(where, "field 'video_paths' must be a non-empty list of strings")
-    messages = row.get("messages")
+def _user_text(messages, key: str, where: str) -> str:
+    """The first user message's text, with the video/image markers removed."""
     if not isinstance(messages, list):
-        raise _row_error(where, "field 'messages' must be a list of chat messages")
-    text = None
+        raise _row_error(where, f"field {key!r} must be a list of chat messages")
     for m in messages:
         if isinstance(m, dict) and m.get("role") == "user":
             content = m.get("content")
             if isinstance(content, list):
-                content = " ".join(c.get("text", "") for c in content if isinstance(c, dict))
-            if isinstance(content, str):
-                text = content.replace("<video>", "").replace("<image>", "").strip()
-                break
-    if not text:
-        raise _row_error(where, "no user message with text in 'messages'")
-    qtype = row.get("question_type", row.get("type", "open"))
-    mapping = {"multiple_choice": "mcq", "mcq": "mcq", "open_ended": "open", "open": "open",
-               "free_form": "open", "temporal_grounding": "grounding", "grounding": "grounding"}
-    if qtype not in mapping:
-        raise _row_error(where, f"unknown question_type {qtype!r}; known: {sorted(mapping)}")
-    return {"id": row.get("id", where), "video": paths[0], "question": text, "answer": row.get("answer"),
-            "type": mapping[qtype], "options": row.get("options"), "family": row.get("family", qtype),
-            "evidence": row.get("evidence")}
+                content = "\n".join(c["text"] for c in content
+                                    if isinstance(c, dict) and isinstance(c.get("text"), str))
+            if isinstance(content, str) and _MARKERS.sub("", content).strip():
+                return _MARKERS.sub("", content).strip()
+    raise _row_error(where, f"no user message with text in {key!r}")
+
+
+def _split_options(text: str) -> tuple[str, list[str]]:
+    """Separate "A. ..." option lines (consecutive letters from A) from the question text;
+    an "Options:" header and a "Question:" prefix go too."""
+    lines = text.splitlines()
+    options, keep = [], []
+    for line in lines:
+        m = _OPTION_LINE.fullmatch(line)
+        if m and len(options) < len(LETTERS) and m.group(1) == LETTERS[len(options)]:
+            options.append(m.group(2))
+        else:
+            keep.append(line)
+    if not options:
+        return text, []
+    keep = [line for line in keep if not _OPTIONS_HEADER.fullmatch(line)]
+    question = "\n".join(keep).strip()
+    question = re.sub(r"^question\s*:\s*", "", question, flags=re.IGNORECASE)
+    return question, options
+
+
+def _from_release_row(row: dict, where: str) -> dict:
+    """Map a ParaVT-release row to our schema.
+
+    The released parquet rows: ``prompt`` (chat messages; a ``<video>`` marker where the video
+    goes), ``videos`` (``[{"video": path}]``, paths possibly ``file://``) and ``extra_info``
+    (a dict or JSON text with ``answer`` and ``question_type`` mcq / tvg / oe, default oe).
+    MCQ options live in the prompt as "A. ..." lines. The release's loader output
+    (``messages``, ``video_paths``, ``answer``, ``question_type``) is accepted too.
+    """
+    extra = _json_field(row, "extra_info", where) or {}
+    if not isinstance(extra, dict):
+        raise _row_error(where, "field 'extra_info' must be an object (or JSON text of one)")
+    key = "prompt" if "prompt" in row else "messages"
+    text = _user_text(_json_field(row, key, where), key, where)
+    if "videos" in row:
+        videos = _json_field(row, "videos", where)
+        if not isinstance(videos, list) or not videos:
+            raise _row_error(where, "field 'videos' must be a non-empty list of {\"video\": path}")
+        videos = [v.get("video") if isinstance(v, dict) else v for v in videos]
+    else:
+        videos = row.get("video_paths")
+        if not isinstance(videos, list) or not videos:
+            raise _row_error(where, "field 'video_paths' must be a non-empty list of strings")
+
+    def get(key, default=None):
+        return row[key] if row.get(key) is not None else extra.get(key, default)
+
+    qtype = get("question_type", get("type", "oe"))
+    if qtype not in QUESTION_TYPES:
+        raise _row_error(where, f"unknown question_type {str(qtype)[:40]!r}; known: {sorted(QUESTION_TYPES)}")
+    options = get("options")
+    if options is None and QUESTION_TYPES[qtype] == "mcq":
+        text, options = _split_options(text)
+        if not options:
+            raise _row_error(where, "an 'mcq' row needs options: no 'A. ...' lines in its prompt")
+    return {"id": get("id", where), "videos": videos, "question": text, "answer": get("answer"),
+            "type": qtype, "options": options, "family": get("family", qtype), "evidence": get("evidence")}
 
 
 def _read_rows(path: Path) -> list[tuple[str, dict]]:
@@ -357,7 +663,7 @@ def _read_rows(path: Path) -> list[tuple[str, dict]]:
 
             rows = pq.read_table(path).to_pylist()
         except Exception as exc:
-            raise DatasetError(f"{path}: cannot read parquet ({exc})") from None
+            raise DatasetError(f"{path}: cannot read parquet ({str(exc)[:200]})") from None
         return [(f"{path} row {i}", r) for i, r in enumerate(rows)]
     out = []
     with open(path, encoding="utf-8") as f:
@@ -371,28 +677,82 @@ def _read_rows(path: Path) -> list[tuple[str, dict]]:
             raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
         except UnicodeDecodeError:
             raise DatasetError(f"{path}: not UTF-8 text after line {lineno} (is this a JSONL file?)") from None
+        except (ValueError, RecursionError) as exc:  # a 5000-digit number, deep nesting
+            raise DatasetError(f"{path}:{lineno}: not valid JSON ({str(exc)[:80]})") from None
     return out
+
+
+def _resolve(video: str, root: Path) -> Path:
+    """A row's video path: ``file://`` stripped, relative paths under ``root``."""
+    video = video.strip()
+    if video.startswith("file://"):
+        video = video[len("file://"):]
+    return Path(video) if os.path.isabs(video) else root / video
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a NUL byte or an over-long name: no such file
+        return False
 
 
 class FileDataset(Sequence):
     """Episodes from a JSONL or parquet question file; videos open lazily and are cached.
 
+    Args:
+        path: the question file (our schema or the ParaVT release's rows; see the README).
+        backend: video decoder, as in :class:`FileVideoSource`.
+        max_open_videos: decoders kept open at once.
+        video_root: folder that relative video paths (``file://`` prefix allowed) resolve
+            against; default: the question file's folder.
+        strict: if True, a row whose video file is missing stops loading with a
+            :class:`DatasetError` naming the file and line; by default such rows are skipped
+            and one warning says how many (the released loader skips them too).
+
     Every row is validated when the file is read, so a bad row fails at once, naming the
-    file and line. Video paths are relative to the question file unless absolute.
+    file and line: missing or mistyped fields, an MCQ answer outside its options, a
+    grounding answer that is not "start, end", a duplicate id. A row may list several videos
+    (the release's ``videos``); the first one present is used.
     """
 
-    def __init__(self, path: str | os.PathLike, backend: str = "auto", max_open_videos: int = 8):
+    def __init__(self, path: str | os.PathLike, backend: str = "auto", max_open_videos: int = 8,
+                 video_root: str | os.PathLike | None = None, strict: bool = False):
         self.path = Path(path)
         self.backend = backend
+        root = self.path.parent if video_root is None else Path(video_root)
+        if video_root is not None and not root.is_dir():
+            raise DatasetError(f"video_root {root} is not a folder")
         self.rows = []
         self._where = []  # "file:line" of each row, for errors found when its video opens
+        seen: dict[str, str] = {}  # id -> where it first appeared
+        exists: dict[Path, bool] = {}
+        missing: list[tuple[str, Path]] = []
+        total = 0
         for where, row in _read_rows(self.path):
-            video, q = _question_from_row(row, where)
-            video_path = Path(video) if os.path.isabs(video) else self.path.parent / video
-            self.rows.append((video_path, q))
+            total += 1
+            videos, q = _question_from_row(row, where)
+            if q.id in seen:
+                raise _row_error(where, f"duplicate id {q.id[:60]!r} (first at {seen[q.id]})")
+            seen[q.id] = where
+            paths = [_resolve(v, root) for v in videos]
+            found = [p for p in paths if exists.setdefault(p, _exists(p))]
+            if not found:
+                if strict:
+                    raise VideoError(f"{where}: video file not found: {paths[0]}")
+                missing.append((where, paths[0]))
+                continue
+            self.rows.append((found[0], q))
             self._where.append(where)
+        self.skipped = len(missing)
         if not self.rows:
-            raise DatasetError(f"{self.path}: no questions in file")
+            why = (f"the videos of all {total} rows are missing (first: {missing[0][1]})" if missing
+                   else "no questions in file")
+            raise DatasetError(f"{self.path}: {why}")
+        if missing:
+            where, video = missing[0]
+            warnings.warn(f"{self.path}: skipped {len(missing)} of {total} rows whose video file is missing "
+                          f"(first: {where}: {video}); strict=True stops at the first instead", stacklevel=2)
         self._cache: dict[Path, FileVideoSource] = {}
         self._max_open = max_open_videos
 
@@ -416,7 +776,8 @@ class FileDataset(Sequence):
 
 def load_dataset(source: str | os.PathLike | None = None, split: str = "train", seed: int = 0,
                  **kwargs) -> Sequence[Episode]:
-    """``None``/``"synthetic"`` -> :class:`SyntheticDataset`; a path -> :class:`FileDataset`."""
+    """``None``/``"synthetic"`` -> :class:`SyntheticDataset`; a path -> :class:`FileDataset`
+    (keyword arguments go to the chosen class: e.g. ``video_root=``, ``strict=`` for files)."""
     if source is None or source == "synthetic":
         return SyntheticDataset(split=split, seed=seed, **kwargs)
     return FileDataset(source, **kwargs)

@@ -175,9 +175,15 @@ class SyntheticVideo:
         rng = np.random.default_rng([self.seed, self.index, 0x5EED])
         if duration is None:
             duration = float(rng.uniform(*DEFAULT_DURATION_RANGE))
-        if not (math.isfinite(duration) and 30.0 <= duration <= 48 * 3600):
-            raise ValueError(f"duration must be in [30 s, 48 h], got {duration!r}")
-        self.duration = float(duration)
+        try:
+            seconds = math.nan if isinstance(duration, (str, bool)) else float(duration)
+        except (TypeError, ValueError, OverflowError):  # not a number, or an int past the float range
+            seconds = math.nan
+        if not 30.0 <= seconds <= 48 * 3600:  # nan fails too
+            shown = (repr(seconds) if math.isfinite(seconds) or isinstance(duration, float)
+                     else f"a {type(duration).__name__}")  # no str() of a 5000-digit int
+            raise ValueError(f"duration must be a number of seconds in [30 s, 48 h], got {shown}")
+        self.duration = seconds
         self.scenes = self._make_scenes(rng)
         self._scene_starts = np.array([s.start for s in self.scenes])
         if num_needles is None:

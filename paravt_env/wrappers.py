@@ -368,6 +368,16 @@ class StructuredActionWrapper(gym.Wrapper):
         return out
 
     def _perception(self) -> np.ndarray:
+        seg_match, per_option = self.perception()
+        return np.concatenate([seg_match, per_option.reshape(-1)])
+
+    def support(self) -> np.ndarray:
+        """The hand-made evidence-support score of each option slot (0 past the last option)."""
+        return self.perception()[1][:, 7]
+
+    def perception(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(segment scene match (B,), per-option features (n_options, PER_OPTION))`` from what
+        was seen so far; the ``perception`` block of the observation is the two, flattened."""
         seg_match = np.zeros(self.B, np.float32)
         if self.question_scene >= 0:
             seg = np.minimum((self.ov_times / self.duration * self.B).astype(int), self.B - 1)
@@ -409,10 +419,48 @@ class StructuredActionWrapper(gym.Wrapper):
                 per_option[j, 7] = 1.0 if per_option[j, 3] > 0 else 0.0
             elif number >= 0 and self.question_scene >= 0:  # a count: close to the objects seen
                 per_option[j, 7] = max(0.0, 1.0 - abs(number - count) / 3.0)
-        return np.concatenate([seg_match, per_option.reshape(-1)])
+        return seg_match, per_option
 
     def render(self):
         return self.env.render()
+
+
+CROP_RULES = ("none", "uniform", "scene")
+
+
+def crop_rule_action(env: StructuredActionWrapper, rule: str) -> list[int]:
+    """The crop slots of a hand-written crop rule: ``"none"``; ``"uniform"`` (segments spread
+    evenly over the video); ``"scene"`` (the segments whose overview frames show the scene the
+    question names most, by the perception block's segment match; uniform when the question
+    names no scene or the overview never shows it)."""
+    if rule not in CROP_RULES:
+        raise ValueError(f"crop rule must be one of {CROP_RULES}, got {rule!r}")
+    if rule == "none":
+        return [0] * env.n_crops
+    uniform = [1 + (k * env.B) // env.n_crops for k in range(env.n_crops)]
+    if rule == "uniform":
+        return uniform
+    match = env.perception()[0]
+    if not (match > 0).any():
+        return uniform
+    ranked = [int(b) + 1 for b in np.argsort(-match, kind="stable") if match[b] > 0][: env.n_crops]
+    return ranked + [0] * (env.n_crops - len(ranked))
+
+
+def support_policy(env: StructuredActionWrapper, crops: str = "scene"):
+    """A policy with no learning: crop by ``crops`` (see :func:`crop_rule_action`), then answer
+    the option whose hand-made support feature is highest (the first on ties). It shows what
+    the feature alone is worth, next to what a learner makes of it."""
+    if crops not in CROP_RULES:
+        raise ValueError(f"crop rule must be one of {CROP_RULES}, got {crops!r}")
+
+    def act(obs) -> np.ndarray:
+        if env.phase == 0:
+            return np.array(crop_rule_action(env, crops) + [0])
+        n = len(env.options_parsed)
+        return np.array([0] * env.n_crops + [int(np.argmax(env.support()[:n]))])
+
+    return act
 
 
 def make_structured_env(split: str = "train", seed: int = 0, size: int = 6000, frame_budget: int = 16,

@@ -306,3 +306,137 @@ def test_executed_and_emitted_calls_are_counted_per_turn():
     assert truncated and info["tool_calls_per_turn"] == [1, 0]
     assert info["num_tool_calls"] == 1 and info["num_tool_calls_emitted"] == 5
     assert 0.0 <= info["format_reward_common"] <= 1.0
+
+
+# ---- numbers from outside: tool-call fields of any size or type, reset options ---------------
+
+# literal texts valid in both syntaxes, or in one of them; each becomes start_time or end_time
+_DIGITS = st.integers(1, 6000).flatmap(lambda n: st.sampled_from(["9" * n, "1" + "0" * (n - 1)]))
+_NUMBER_TEXTS = st.one_of(
+    st.integers().map(str),
+    st.integers(-10**500, 10**500).map(str),
+    st.tuples(st.sampled_from(["", "-"]), _DIGITS).map("".join),                # 10**400 and past 4300 digits
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.tuples(st.integers(-10**6, 10**6), st.integers(-10**6, 10**6)).map(lambda p: f"{p[0]}e{p[1]}"),
+    st.sampled_from(["1e999", "-1e999", "1e308", "-0", "0", "-0.0", "5e-324", "00", "0.5"]),
+    st.text(max_size=40).map(json.dumps),                                        # any string
+    st.sampled_from(['"12:34:56"', '"90s"', '"-0"', '"1:-30"', '"::"', '"1e999"', '"nan"', '"inf"',
+                     '"0x10"', '"1_000"', '"  7  "', '"9:99:99:99"', '"1e308:1e308"', '"' + "9" * 40 + '"']),
+)
+_JSON_ONLY = st.sampled_from(["NaN", "Infinity", "-Infinity", "true", "false", "null", "[1, 2]", "{}",
+                              '{"a": 1}', "[" * 50 + "]" * 50, "[1e999]", "[" + "9" * 500 + "]"])
+_PY_ONLY = st.one_of(st.sampled_from(["True", "None", "float('nan')", "1j", "-1j", "b'1'", "...", "[1]",
+                                      "(1, 2)", "- -1", "1 + 1", "+5", "-0x10"]),
+                     st.integers(1, 3000).map(lambda n: "0x" + "f" * n))  # hex: no digit limit
+
+
+def _crop_texts(a, b, syntax, positional):
+    if syntax == "json":
+        return ('<tool_call>{"name": "crop_video", "arguments": {"start_time": %s, "end_time": %s}}</tool_call>'
+                % (a, b))
+    args = f"{a}, {b}" if positional else f"start_time={a}, end_time={b}"
+    return f"<tool_code>crop_video({args})</tool_code>"
+
+
+NUMBER_ENV = make(frame_budget=4, frame_size=(16, 16))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_tool_call_numbers_of_every_size_and_type_never_raise(data):
+    syntax = data.draw(st.sampled_from(["json", "python"]))
+    pool = st.one_of(_NUMBER_TEXTS, _JSON_ONLY if syntax == "json" else _PY_ONLY)
+    calls = [(data.draw(pool), data.draw(pool), data.draw(st.booleans())) for _ in range(data.draw(st.integers(1, 3)))]
+    env = NUMBER_ENV
+    env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    text = "look\n</think>" + "".join(_crop_texts(a, b, syntax, p) for a, b, p in calls)
+    obs, reward, term, trunc, info = env.step(text)
+    assert env.observation_space.contains(obs) and np.isfinite(reward)
+    duration = env.episode.source.duration
+    assert len(env.last_crops) == len(calls)
+    for r in env.last_crops:
+        if r.ok:  # a clamped valid window
+            a, b = r.window
+            assert 0.0 <= a < b <= duration and len(r.frames.timestamps) >= 1
+        else:  # an in-band error, short enough to read
+            assert isinstance(r.error, str) and 0 < len(r.error) < 400
+    assert all(0.0 <= a < b <= duration for a, b in info["tool_windows"])
+    obs, reward, term, trunc, info = env.step("done\n</think><answer>A</answer>")
+    assert term and np.isfinite(reward)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("1" + "0" * 400, "out of range"),
+    ("9" * 5000, "too many digits"),
+    ("1e999", "must be finite"),
+    ('"1e999"', "must be finite"),
+    ("NaN", "must be finite"),
+    ("true", "boolean"),
+    ("null", "must be a number"),
+    ("[1, 2]", "must be a number"),
+    ('{"a": 1}', "must be a number"),
+    ('"90 seconds"', "must be a number"),
+    ('"1:-30"', "must be a number"),
+    ('"' + "1" * 33 + '"', "must be a number"),
+])
+def test_bad_numbers_get_specific_in_band_errors(text, fragment):
+    env = NUMBER_ENV
+    env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    *_, info = env.step("x\n</think>" + _crop_texts(text, 20, "json", False) + call(0, 20))
+    [error] = info["parse"]["tool_errors"]  # a parse error is also in tool_call_errors
+    assert fragment in error, error
+    assert info["tool_windows"] == [(0.0, 20.0)]  # the good call still ran
+
+
+@pytest.mark.parametrize("start, end, window", [
+    ('"-0"', 10, (0.0, 10.0)),
+    ('"0:05"', '"0:00:15"', (5.0, 15.0)),
+    ('"5s"', '" 15 "', (5.0, 15.0)),
+    (-10**300, 7, (0.0, 7.0)),
+    (3, "1" + "0" * 300, (3.0, None)),  # clamped to the video's end
+])
+def test_numeric_strings_and_huge_magnitudes_are_clamped(start, end, window):
+    env = NUMBER_ENV
+    env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    *_, info = env.step("x\n</think>" + _crop_texts(start, end, "json", False))
+    [got] = info["tool_windows"]
+    assert got == (window[0], window[1] if window[1] is not None else env.episode.source.duration)
+
+
+def test_hex_literal_past_float_range_in_python_syntax():
+    env = NUMBER_ENV
+    env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    *_, info = env.step("x\n</think><tool_code>crop_video(0x" + "f" * 2000 + ", -0x" + "f" * 2000 + ")</tool_code>")
+    assert "out of range" in info["parse"]["tool_errors"][0]
+
+
+def test_non_text_actions_never_raise():
+    env = NUMBER_ENV
+    for action in (10 ** 5000, 1e999, None, [1, 2], b"\xff\xfe<answer>A</answer>"):
+        env.reset(seed=0)
+        obs, reward, *_ = env.step(action)
+        assert env.observation_space.contains(obs) and np.isfinite(reward)
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"episode_index": "3"}, "episode_index must be an integer"),
+    ({"episode_index": 2.5}, "episode_index must be an integer"),
+    ({"episode_index": float("nan")}, "episode_index must be an integer"),
+    ({"episode_index": 1e999}, "episode_index must be an integer"),
+    ({"episode_index": True}, "episode_index must be an integer"),
+    ({"episode_index": [1]}, "episode_index must be an integer"),
+    ({"episode_index": 10 ** 5000}, "outside"),
+    ({"episode_index": -1}, "outside"),
+    ({"frame_budget": "8"}, "frame_budget must be an integer"),
+    ({"frame_budget": 8.5}, "frame_budget must be an integer"),
+    ({"frame_budget": 10 ** 400}, "not among"),
+    ([("episode_index", 1)], "options must be a dict"),
+])
+def test_reset_options_of_odd_types_fail_clearly(options, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        NUMBER_ENV.reset(seed=0, options=options)
+
+
+def test_reset_options_accept_integral_numbers_of_other_types():
+    _, info = NUMBER_ENV.reset(seed=0, options={"episode_index": np.int64(3), "frame_budget": 4.0})
+    assert (info["episode_index"], info["frame_budget"]) == (3, 4)

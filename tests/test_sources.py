@@ -499,10 +499,13 @@ def test_evidence_outside_the_video(tmp_path, good_row):
 
 
 def test_missing_video_fails_naming_it(tmp_path, good_row):
+    """Missing videos are skipped with a warning (as the release's loader does); with strict=True,
+    or when no row is left, loading stops naming the file."""
     path = write_rows(tmp_path / "q.jsonl", [{**good_row, "video": "gone.mp4"}])
-    data = FileDataset(path)
-    with pytest.raises(VideoError, match=re.escape(str(tmp_path / "gone.mp4")) + ".*not found"):
-        data[0]
+    with pytest.raises(DatasetError, match=re.escape(str(tmp_path / "gone.mp4"))):
+        FileDataset(path)
+    with pytest.raises(VideoError, match=re.escape(f"{path}:1: video file not found: {tmp_path / 'gone.mp4'}")):
+        FileDataset(path, strict=True)
 
 
 def test_relative_video_paths_and_cache_limit(tmp_path, video_file, good_row):
@@ -579,12 +582,13 @@ def test_release_shaped_rows_load(tmp_path, video_file):
 @pytest.mark.parametrize("kw,match", [
     (dict(video_paths=[]), "'video_paths' must be a non-empty list"),
     (dict(video_paths="a.mp4"), "'video_paths' must be a non-empty list"),
-    (dict(messages="hi"), "'messages' must be a list"),
+    (dict(messages="hi"), "'messages' is a string but not valid JSON"),
+    (dict(messages=5), "'messages' must be a list"),
     (dict(messages=[{"role": "assistant", "content": "B"}]), "no user message"),
     (dict(messages=[{"role": "user", "content": "<video>"}]), "no user message"),
     (dict(question_type="essay"), "unknown question_type"),
     (dict(answer=None), "missing field 'answer'"),
-    (dict(options=None), "needs non-empty 'options'"),
+    (dict(options=None), "no 'A. ...' lines in its prompt"),
 ])
 def test_bad_release_rows(tmp_path, video_file, kw, match):
     path = write_rows(tmp_path / "release.jsonl", [release_row(video_file, **kw)])

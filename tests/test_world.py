@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -563,7 +564,9 @@ def test_non_finite_times_raise(bad):
         v.frames_at([1.0, bad])
 
 
-@pytest.mark.parametrize("duration", [np.nan, np.inf, 29.0, 0.0, -60.0, 48 * 3600 + 1])
+@pytest.mark.parametrize("duration", [np.nan, np.inf, 29.0, 0.0, -60.0, 48 * 3600 + 1, 10 ** 400, 10 ** 5000,
+                                      "600", True, [600], object()],
+                         ids=lambda d: type(d).__name__)  # no repr of a 5000-digit int
 def test_bad_durations_raise(duration):
     with pytest.raises(ValueError, match="duration"):
         SyntheticVideo(0, 0, duration=duration)
@@ -577,3 +580,71 @@ def test_bad_shapes_and_positions_raise():
     for s in SHAPES:  # every shape has a filled centre and fits its box
         m = shape_mask(s, 21)
         assert m[10, 10] and 0.2 < m.mean() < 0.95
+
+
+# ---- no question answerable from its text alone ---------------------------------------------
+
+
+def _scene_counts(video):
+    return [sum(e.scene == s.name for e in video.events) for s in video.scenes]
+
+
+def test_counting_options_are_counts_the_video_holds():
+    """The invariant behind text-only chance: every option is a count some scene of this video
+    holds (so each is the answer equally often, whatever the options), ascending; the answer is
+    the named scene's count. Short and 3-hour videos too."""
+    episodes = [ep for ep in _questions() if ep.question.family == "counting"]
+    data = SyntheticDataset("validation", seed=7, size=300, families=("counting",))
+    episodes += [data[i] for i in range(len(data))]
+    fallbacks = 0
+    for ep in episodes:
+        q, v = ep.question, ep.source.video
+        values = [int(o) for o in q.options]
+        assert values == sorted(set(values)) and 2 <= len(values) <= 4
+        held = {c for c in _scene_counts(v) if c > 0}
+        assert int(option_of(q)) == sum(e.scene == scene_named(v, q.text).name for e in v.events)
+        if len(held) > 1:
+            assert set(values) <= held and len(values) == min(4, len(held))
+        else:  # every scene holds the same count: that count and a neighbour
+            fallbacks += 1
+            (c,) = held
+            assert c in values and (set(values) - {c}) <= {c - 1, c + 1} - {0}
+    assert fallbacks < 0.05 * len(episodes)
+
+
+def test_counting_text_only_rules_stay_near_chance():
+    """Rules that read only the options scored 0.63 (the number nearest the middle) and 0.78
+    (which option won for this option set) with wrong counts drawn near the true one."""
+    train = SyntheticDataset("train", seed=0, size=600, families=("counting",))
+    val = SyntheticDataset("validation", seed=0, size=600, families=("counting",))
+    won: dict = {}
+    for i in range(len(train)):
+        q = train[i].question
+        won.setdefault(q.options, []).append(q.answer)
+    middle = table = chance = 0.0
+    for i in range(len(val)):
+        q = val[i].question
+        values = [int(o) for o in q.options]
+        mid = (values[0] + values[-1]) / 2
+        middle += LETTERS[int(np.argmin([abs(x - mid) for x in values]))] == q.answer
+        seen = won.get(q.options, ["A"])
+        table += max(set(seen), key=seen.count) == q.answer
+        chance += 1 / len(values)
+    n = len(val)
+    assert middle / n < chance / n + 0.06 and table / n < chance / n + 0.06, (middle / n, table / n, chance / n)
+
+
+def test_text_only_benchmark_runs_and_writes_its_tables(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import text_only
+
+    results = text_only.main(["--episodes", "40", "--train-episodes", "40", "--out", str(tmp_path)])
+    assert set(results) == {"needle", "counting", "temporal_order", "global"}
+    saved = json.loads((tmp_path / "text_only.json").read_text())
+    assert saved["families"]["temporal_order"]["chance"] == 0.5
+    for r in saved["families"].values():
+        assert {"letter A", "naive Bayes (fit on train)", "option-set table (fit on train)"} <= set(r["agents"])
+        assert all(0.0 <= a["accuracy"] <= 1.0 and a["ci95"][0] <= a["accuracy"] <= a["ci95"][1]
+                   for a in r["agents"].values())
+    md = (tmp_path / "text_only.md").read_text()
+    assert md.startswith("| text-only agent |") and "| **chance** (mean 1/#options) |" in md

@@ -152,3 +152,74 @@ def test_ppo_smoke(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "smoke" / "model.zip").exists()
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "runs" / "smoke").iterdir())
     assert result["ppo"] == saved["ppo"]
+
+
+# ---- the support feature alone, no learning --------------------------------------------------
+
+
+def test_crop_rules():
+    from paravt_env.wrappers import crop_rule_action
+
+    e = make_structured_env(split="validation", size=60, blocks=("question", "perception"))
+    e.reset(seed=0)
+    assert crop_rule_action(e, "none") == [0, 0, 0, 0]
+    assert crop_rule_action(e, "uniform") == [1, 3, 5, 7]
+    checked = 0
+    for seed in range(12):
+        e.reset(seed=seed)
+        match = e.perception()[0]
+        crops = crop_rule_action(e, "scene")
+        if e.question_scene < 0 or not (match > 0).any():
+            assert crops == [1, 3, 5, 7]
+            continue
+        chosen = [c for c in crops if c > 0]
+        assert chosen and all(match[c - 1] > 0 for c in chosen)
+        others = [b for b in range(e.B) if b + 1 not in chosen]
+        assert min(match[c - 1] for c in chosen) >= max([match[b] for b in others if match[b] > 0], default=0)
+        checked += 1
+    assert checked >= 4
+    with pytest.raises(ValueError, match="crop rule"):
+        crop_rule_action(e, "psychic")
+
+
+def test_support_policy_answers_the_supports_argmax_and_beats_random():
+    from paravt_env.wrappers import support_policy
+
+    e = make_structured_env(split="validation", size=240, blocks=("question", "perception"))
+    policy = support_policy(e, "scene")
+    correct = 0
+    for seed in range(40):
+        obs, _ = e.reset(seed=1000 + seed)
+        obs, *_ = e.step(policy(obs))
+        support = e.support()[: len(e.options_parsed)]
+        action = policy(obs)
+        assert action[-1] == int(np.argmax(support))
+        *_, info = e.step(action)
+        correct += info["correct"]
+    e.action_space.seed(0)
+    random_correct = 0
+    for seed in range(40):
+        e.reset(seed=1000 + seed)
+        e.step(e.action_space.sample())
+        *_, info = e.step(e.action_space.sample())
+        random_correct += info["correct"]
+    assert correct >= random_correct + 6, (correct, random_correct)
+    with pytest.raises(ValueError, match="crop rule"):
+        support_policy(e, "everything")
+
+
+def test_support_baseline_cli(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trainers import sb3_ppo
+
+    out = tmp_path / "support.json"
+    result = sb3_ppo.main(["--baseline", "support", "--eval-episodes", "6", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert set(saved) >= {"support_none_crops", "support_uniform_crops", "support_scene_crops", "random"}
+    assert all(saved[k]["episodes"] == 6 for k in ("support_scene_crops", "random"))
+    assert result["support_scene_crops"] == saved["support_scene_crops"]
+    with pytest.raises(SystemExit, match="baseline"):
+        sb3_ppo.main(["--baseline", "magic"])

@@ -7,6 +7,13 @@ the deterministic PPO policy and a uniform-random policy play the same validatio
 
     python trainers/sb3_ppo.py --total-timesteps 8192 --seed 1 --out runs/ppo_result.json
 
+``--baseline support`` trains nothing: it scores the wrapper's hand-made per-option support
+feature alone (answer = its argmax) after no crops, uniform crops and scene-guided crops, next
+to random actions, on the same validation episodes PPO is scored on, so a PPO table can say
+what the policy learned beyond that feature:
+
+    python trainers/sb3_ppo.py --baseline support --out runs/support_baseline.json
+
 TensorBoard: ``tensorboard --logdir runs`` (the run lands in ``runs/<run name>/``).
 """
 
@@ -45,6 +52,7 @@ class Args:
     eval_seed: int = 10_000  # validation episode i uses reset(seed=eval_seed + i)
     out: str = ""  # JSON with both accuracies; default runs/<run name>/result.json
     torch_threads: int = 2
+    baseline: str = ""  # "support": no training; score the support feature's argmax (see above)
 
 
 def parse_args(argv=None) -> Args:
@@ -81,8 +89,40 @@ def evaluate(env, policy, episodes: int, seed: int) -> dict:
             "per_family": {k: float(np.mean(v)) for k, v in sorted(per_family.items())}}
 
 
+def support_baseline(args: Args) -> dict:
+    """The support feature's argmax after each crop rule, and random actions, on the validation
+    episodes PPO is scored on (reset seeds ``eval_seed + i``)."""
+    from paravt_env.wrappers import CROP_RULES, support_policy
+
+    env = make_env("validation", args)
+    result = {"baseline": "support", "eval_split": "validation",
+              "eval_seeds": [args.eval_seed, args.eval_seed + args.eval_episodes - 1]}
+    for rule in CROP_RULES:
+        result[f"support_{rule}_crops"] = evaluate(env, support_policy(env, rule), args.eval_episodes, args.eval_seed)
+    env.action_space.seed(args.seed)
+    result["random"] = evaluate(env, lambda o: env.action_space.sample(), args.eval_episodes, args.eval_seed)
+    env.close()
+    out = args.out or os.path.join("runs", "support_baseline.json")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=2)
+    families = sorted(result["random"]["per_family"])
+    print("| policy | accuracy | " + " | ".join(families) + " |")
+    print("|---|---|" + "---|" * len(families))
+    for key in [f"support_{rule}_crops" for rule in CROP_RULES] + ["random"]:
+        r = result[key]
+        print(f"| {key.replace('_', ' ')} | {r['accuracy']:.3f} | "
+              + " | ".join(f"{r['per_family'][f]:.2f}" for f in families) + " |")
+    print(f"({args.eval_episodes} validation episodes; wrote {out})")
+    return result
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.baseline:
+        if args.baseline != "support":
+            raise SystemExit(f"--baseline must be 'support' (or empty to train PPO), got {args.baseline!r}")
+        return support_baseline(args)
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
