@@ -152,10 +152,14 @@ class TransformersPolicy:
     TransformersPolicy(path)                                  # a local checkpoint directory, offline
     TransformersPolicy(model, tokenizer, image_processor)     # objects already in memory
     require_tags=False accepts a stock tokenizer whose grammar tags are several tokens each.
+    fast=True (default) patches a Qwen2.5-VL model with agents.lmm.fast_qwen.enable_fast_path (same
+    numbers, batch-friendly) and builds pixel values in torch (pixel_values_from_frames, equal to the
+    processor's); fast=False runs the stock Hugging Face code throughout (and unpatches the model).
     """
 
     def __init__(self, model_dir_or_model, tokenizer=None, image_processor=None, *,
-                 device: str | torch.device = "cpu", dtype: torch.dtype | None = None, require_tags: bool = True):
+                 device: str | torch.device = "cpu", dtype: torch.dtype | None = None, require_tags: bool = True,
+                 fast: bool = True):
         if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
             from agents.lmm.tiny_qwen import load_checkpoint
             model, tok, proc = load_checkpoint(str(model_dir_or_model), device=device, dtype=dtype)
@@ -169,6 +173,10 @@ class TransformersPolicy:
                 from agents.lmm.tiny_qwen import build_image_processor
                 image_processor = build_image_processor()
         check_tokenizer(tokenizer, require_tags=require_tags)
+        from agents.lmm.fast_qwen import disable_fast_path, enable_fast_path, supports_fast_path
+        if supports_fast_path(model):  # other families (Qwen3-VL) keep the stock model code
+            (enable_fast_path if fast else disable_fast_path)(model)
+        self.fast = fast
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
         self.device = torch.device(device)
         cfg = model.config
@@ -233,10 +241,15 @@ class TransformersPolicy:
     def _process_images(self, images):
         if not images:
             return [], []
-        out = self.image_processor(images=images, return_tensors="pt")
-        grids = list(out["image_grid_thw"])
+        if self.fast:
+            from agents.lmm.fast_qwen import pixel_values_from_frames
+            pixel_values, grid_thw = pixel_values_from_frames(images, self.image_processor)
+        else:
+            out = self.image_processor(images=images, return_tensors="pt")
+            pixel_values, grid_thw = out["pixel_values"], out["image_grid_thw"]
+        grids = list(grid_thw)
         sizes = [int(g.prod()) for g in grids]
-        return list(torch.split(out["pixel_values"], sizes)), grids
+        return list(torch.split(pixel_values, sizes)), grids
 
     def _check_length(self, n: int, what: str):
         if n > self.context_length:
