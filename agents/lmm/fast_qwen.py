@@ -59,17 +59,24 @@ class FastPathUnavailable(RuntimeError):
 
 
 # --------------------------------------------------------------------------- internals check
-def _modeling():
-    """The transformers module whose internals we rely on, checked once."""
-    import transformers
-    try:
-        from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as mod
-    except ImportError as e:  # pragma: no cover - depends on the installed version
-        raise FastPathUnavailable(f"transformers {transformers.__version__} has no qwen2_5_vl model: {e}") from e
+try:
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as _qwen25
+except ImportError:  # pragma: no cover - depends on the installed transformers
+    _qwen25 = None
+
+
+def _check_internals():
+    """Raise FastPathUnavailable unless the transformers internals this module patches or calls exist."""
     import inspect
+
+    import transformers
+    if _qwen25 is None:
+        raise FastPathUnavailable(f"transformers {transformers.__version__} has no qwen2_5_vl model; use fast=False")
+    mod = _qwen25
     missing = [n for n in ("Qwen2_5_VLModel", "Qwen2_5_VisionTransformerPretrainedModel", "Qwen2_5_VLVisionAttention",
                            "apply_rotary_pos_emb_vision", "eager_attention_forward", "ALL_ATTENTION_FUNCTIONS",
-                           "get_vision_position_ids", "get_vision_window_index", "get_vision_attention_seqlens")
+                           "get_vision_position_ids", "get_vision_window_index", "get_vision_attention_seqlens",
+                           "is_flash_attention_requested")
                if not hasattr(mod, n)]
     if not missing:
         for name in ("get_vision_position_ids", "get_vision_window_index", "get_vision_attention_seqlens"):
@@ -85,31 +92,28 @@ def _modeling():
             f"the Qwen2.5-VL fast path was written against transformers 5.24; the installed transformers "
             f"{transformers.__version__} lacks: {', '.join(missing)}. Use fast=False (the stock path) or "
             "transformers 5.24.")
-    return mod
 
 
 def _core(model):
     """The `Qwen2_5_VLModel` inside `model` (a ForConditionalGeneration or the bare model)."""
-    mod = _modeling()
-    core = model if isinstance(model, mod.Qwen2_5_VLModel) else getattr(model, "model", None)
-    if not isinstance(core, mod.Qwen2_5_VLModel):
+    if not supports_fast_path(model):
         raise TypeError(f"the fast path supports Qwen2.5-VL models only, got {type(model).__name__}")
-    return core
+    return model if isinstance(model, _qwen25.Qwen2_5_VLModel) else model.model
 
 
 def supports_fast_path(model) -> bool:
     """True for Qwen2.5-VL models (whatever the installed transformers; enabling may still raise)."""
-    try:
-        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
-    except ImportError:  # pragma: no cover
+    if _qwen25 is None or not hasattr(_qwen25, "Qwen2_5_VLModel"):
         return False
-    return isinstance(model, Qwen2_5_VLModel) or isinstance(getattr(model, "model", None), Qwen2_5_VLModel)
+    core = _qwen25.Qwen2_5_VLModel
+    return isinstance(model, core) or isinstance(getattr(model, "model", None), core)
 
 
 # --------------------------------------------------------------------------- enable / disable
 def enable_fast_path(model):
     """Patch this model instance (see the module docstring); returns it. Idempotent."""
     core = _core(model)
+    _check_internals()
     if getattr(core, "_paravt_fast", False):
         return model
     visual = core.visual
@@ -246,7 +250,7 @@ def _grid_pieces(visual, grid: tuple[int, int, int]):
     if grid in pieces:
         pieces.move_to_end(grid)
         return pieces[grid]
-    mod = _modeling()
+    mod = _qwen25
     g = torch.tensor([grid], dtype=torch.long)
     pos = mod.get_vision_position_ids(g, visual.spatial_merge_size)
     widx, cu_w = mod.get_vision_window_index(g, spatial_merge_size=visual.spatial_merge_size,
@@ -300,8 +304,7 @@ def _fast_visual_forward(self, hidden_states, grid_thw, **kwargs):
     plan = _vision_plan(self, grid_thw)
     pre = dict(position_ids=plan.position_ids, cu_seqlens=plan.cu_seqlens, window_index=plan.window_index,
                cu_window_seqlens=plan.cu_window_seqlens)
-    from transformers.utils.generic import is_flash_attention_requested
-    if is_flash_attention_requested(self.config):  # saves the stock code a host sync per call
+    if _qwen25.is_flash_attention_requested(self.config):  # saves the stock code a host sync per call
         pre.update(max_seqlen=plan.max_seqlen, max_window_seqlen=plan.max_window_seqlen)
     return type(self).forward(self, hidden_states, grid_thw, **pre, **{_PLAN_KWARG: plan}, **kwargs)
 
@@ -318,7 +321,7 @@ def _fast_vision_attention(self, hidden_states, cu_seqlens, position_embeddings=
     if seg is None or impl not in ("sdpa", "eager") or kwargs.get("output_attentions"):
         return type(self).forward(self, hidden_states, cu_seqlens, position_embeddings=position_embeddings,
                                   max_seqlen=max_seqlen, **kwargs)
-    mod = _modeling()
+    mod = _qwen25
     n = hidden_states.shape[0]
     q, k, v = self.qkv(hidden_states).reshape(n, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
     cos, sin = position_embeddings
