@@ -403,18 +403,20 @@ def _pil_resize(x: torch.Tensor, height: int, width: int, resample: int, vertica
     the uint8 values Pillow returns: one pass per axis that changes, each rounded and clipped to
     8 bits, in Pillow's order (see `_pillow_vertical_first`)."""
     y = x.to(torch.float64)
-    half, one = float(1 << (_PRECISION_BITS - 1)), float(1 << _PRECISION_BITS)
+    half, scale = float(1 << (_PRECISION_BITS - 1)), 2.0 ** -_PRECISION_BITS  # scaling by 2^-22 is exact
+
+    def round_clip(acc):
+        return acc.add_(half).mul_(scale).floor_().clamp_(0, 255)
 
     def horizontal(y):
         if x.shape[-1] == width:
             return y
-        return torch.floor((y @ _resample_matrix(x.shape[-1], width, resample).to(y.device) + half) / one).clamp_(0, 255)
+        return round_clip(y @ _resample_matrix(x.shape[-1], width, resample).to(y.device))
 
     def vertical(y):
         if x.shape[-2] == height:
             return y
-        m = _resample_matrix(x.shape[-2], height, resample).to(y.device)
-        return torch.floor((m.T @ y + half) / one).clamp_(0, 255)
+        return round_clip(_resample_matrix(x.shape[-2], height, resample).to(y.device).T @ y)
 
     return horizontal(vertical(y)) if vertical_first else vertical(horizontal(y))
 

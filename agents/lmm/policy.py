@@ -22,6 +22,7 @@ of TRL/verl. `completion_logprobs` defaults to the temperature each completion w
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -292,12 +293,17 @@ class TransformersPolicy:
     # ------------------------------------------------------------------ batching
     def _batch(self, seqs: list[list[int]], convs: Sequence[Conversation]) -> dict:
         """Left-padded model inputs for token sequences whose images are those of `convs`."""
-        n = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), n), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, n - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[i, n - len(s):] = 1
+        # One vectorised pass over all tokens: a loop of per-row tensor copies was ~5x slower, which
+        # shows at GPU batch sizes (1024 rows).
+        lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        n = int(lens.max())
+        flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
+        row = np.repeat(np.arange(len(seqs)), lens)
+        col = np.arange(len(flat)) + np.repeat(n - np.cumsum(lens), lens)  # row i ends at column n - 1
+        ids = np.full((len(seqs), n), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(seqs), n), dtype=np.int64)
+        ids[row, col], mask[row, col] = flat, 1
+        ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
         # mm_token_type_ids tells the model where the vision tokens are (M-RoPE needs it in transformers 5).
         mm = (ids == self.image_token_id).long()
         if self.video_token_id is not None:
@@ -305,9 +311,12 @@ class TransformersPolicy:
         batch = dict(input_ids=ids, attention_mask=mask, mm_token_type_ids=mm)
         pvs = [p for c in convs for p in c.pixel_values]  # the model fills pads row by row, in order
         if pvs:
-            batch["pixel_values"] = torch.cat(pvs).to(self.model.dtype)
+            batch["pixel_values"] = torch.cat(pvs)
             batch["image_grid_thw"] = torch.stack([g for c in convs for g in c.image_grid_thw])
-        return {k: v.to(self.device) for k, v in batch.items()}
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        if pvs:  # cast on the device: stored fp16 pixel values cross the bus at half the bytes
+            batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
+        return batch
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
