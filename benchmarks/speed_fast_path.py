@@ -131,6 +131,23 @@ def grpo_step(policy, prompts, amp: bool, clock: Clock) -> dict:
             "new_tokens": sum(sum(c.generated_mask) for c in comps)}
 
 
+def count_ops(fn) -> int:
+    """ATen operators dispatched while `fn` runs (forward and backward): each is a kernel launch or
+    a host-side step, the currency of a launch-bound GPU step; independent of machine load."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Counter.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counter():
+        fn()
+    return Counter.n
+
+
 def interleaved(fns: dict, repeats: int) -> dict:
     """fns: mode -> callable returning seconds (or a dict of seconds). Round 0 is a warm-up."""
     samples = {m: [] for m in fns}
@@ -203,6 +220,8 @@ def run(a) -> dict:
 
             r = interleaved({m: timed(m) for m in MODES}, a.repeats)
             r["tokens_per_batch"] = sum(len(c) for c in convs["stock"])
+            r["aten_ops_per_step"] = {m: count_ops(lambda m=m: sft_step(policies[m], opts[m], convs[m], amp))
+                                      for m in MODES}
             results["sft"][f"{label}, batch {batch}"] = r
             for p in policies.values():
                 p.model.eval()
@@ -220,16 +239,17 @@ def markdown(res: dict) -> str:
     lines = [f"Stock vs fast path, tiny Qwen2.5-VL, {res['frame_size']}x{res['frame_size']} frames, {res['device']} "
              f"({dev}, {res['threads']} threads{', bf16 autocast' if res['bf16_autocast'] else ', fp32'}), median of "
              f"{res['repeats']} interleaved rounds after a warm-up.", "",
-             "| measurement | stock s | fast s | speed-up |", "|---|---|---|---|"]
+             "| measurement | stock s | fast s | speed-up | ATen ops per step, stock / fast |", "|---|---|---|---|---|"]
 
-    def row(name, s, f):
-        lines.append(f"| {name} | {s:.4f} | {f:.4f} | {s / f:.1f}x |")
+    def row(name, s, f, ops=None):
+        counts = "" if ops is None else f"{ops['stock']:,} / {ops['fast']:,}"
+        lines.append(f"| {name} | {s:.4f} | {f:.4f} | {s / f:.1f}x | {counts} |")
 
     for k, r in res["images"].items():
         row(f"pixel values, {k}", r["stock"]["seconds"], r["fast"]["seconds"])
     for k, r in res["sft"].items():
         row(f"SFT step (fwd+bwd+AdamW), {k} ({r['tokens_per_batch']} tokens)", r["stock"]["seconds"],
-            r["fast"]["seconds"])
+            r["fast"]["seconds"], r["aten_ops_per_step"])
     for k, r in res["grpo"].items():
         s, f = r["stock"], r["fast"]
         row(f"GRPO step, {k}: encode prompts", s["encode"], f["encode"])

@@ -179,7 +179,7 @@ def _fast_get_rope_index(self, input_ids, mm_token_type_ids, image_grid_thw=None
     run = (start.flatten().long().cumsum(0) - 1).clamp(0, n_img - 1).view(b, n_len)  # images in batch order
     grid = image_grid_thw.to(dev).long()
     gt, gh, gw = grid[:, 0], grid[:, 1] // m, grid[:, 2] // m
-    counts = torch.zeros(n_img, dtype=torch.long, device=dev).scatter_add_(0, run.flatten(), img.flatten().long())
+    counts = torch.zeros(n_img, dtype=torch.long, device=dev).scatter_add(0, run.flatten(), img.flatten().long())
     bad = ((start.sum() != n_img) | (counts != gt * gh * gw).any()
            | (((typ != 0) & (typ != 1)) & valid).any())
     if bool(bad):  # the one host sync: the stock method fails (or misreads) such input too
@@ -189,10 +189,10 @@ def _fast_get_rope_index(self, input_ids, mm_token_type_ids, image_grid_thw=None
             "without video_grid_thw")
     advance = (valid & ~img).long() + torch.where(start, torch.maximum(gh, gw)[run], 0)
     before = advance.cumsum(1) - advance            # the running position before each token
-    first = torch.zeros(n_img, dtype=torch.long, device=dev)
-    start_pos = first.scatter_add(0, run.flatten(), (before * start).flatten())
+    per_image = torch.zeros(n_img, dtype=torch.long, device=dev)  # a value per image, read at its first token
+    start_pos = per_image.scatter_add(0, run.flatten(), (before * start).flatten())
     k_all = img.flatten().long().cumsum(0).view(b, n_len) - 1   # index among all image tokens
-    k = k_all - first.scatter_add(0, run.flatten(), (k_all * start).flatten())[run]
+    k = k_all - per_image.scatter_add(0, run.flatten(), (k_all * start).flatten())[run]  # index within its image
     s, w, hw = start_pos[run], gw[run], (gh * gw)[run]
     pos = torch.stack([torch.where(img, s + k // hw, before),
                        torch.where(img, s + (k // w) % gh[run], before),
