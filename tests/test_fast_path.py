@@ -291,3 +291,18 @@ def test_unsupported_models_and_missing_internals(tok, monkeypatch):
     monkeypatch.delattr(modeling_qwen2_5_vl, "get_vision_window_index")
     with pytest.raises(FastPathUnavailable, match=f"transformers {transformers.__version__}.*get_vision_window_index"):
         enable_fast_path(build_tiny_model(tok))
+
+
+def test_plans_made_under_inference_mode_serve_training(tok):
+    """The memoised vision plan of a batch first seen while generating under torch.inference_mode
+    is reused by a training step on the same grids (no 'inference tensor' error, same numbers)."""
+    policy = TransformersPolicy(build_tiny_model(tok, seed=7), tok)
+    convs = training_batch(policy)[2:3]   # frames whose windows differ in length (gathered attention)
+    with torch.inference_mode():
+        ref = policy.conversation_logprobs(convs)[0]
+    assert len(policy.model.model.visual._paravt_plans) == 1
+    lp = policy.conversation_logprobs(convs)[0]
+    lp.sum().backward()
+    assert len(policy.model.model.visual._paravt_plans) == 1  # the same plan served both
+    torch.testing.assert_close(lp.detach(), ref, atol=0, rtol=0)
+    assert policy.model.model.visual.blocks[0].attn.qkv.weight.grad is not None

@@ -269,6 +269,17 @@ def _vision_plan(visual, grid_thw: torch.Tensor) -> _VisionPlan:
     if key in plans:
         plans.move_to_end(key)
         return plans[key]
+    # Built as normal tensors even under torch.inference_mode, so a plan first made while generating
+    # can serve a later training step (inference tensors cannot be saved for backward).
+    with torch.inference_mode(False):
+        plan = _build_plan(visual, grids, grid_thw.device)
+    plans[key] = plan
+    if len(plans) > _MAX_BATCH_PLANS:
+        plans.popitem(last=False)
+    return plan
+
+
+def _build_plan(visual, grids, dev) -> _VisionPlan:
     pos, widx, cu_w, frame_lens = [], [], [np.zeros(1, np.int64)], []
     merged_off = patch_off = 0
     unit = visual.spatial_merge_size ** 2
@@ -283,18 +294,13 @@ def _vision_plan(visual, grid_thw: torch.Tensor) -> _VisionPlan:
     cu_full = np.concatenate([[0], np.cumsum(frame_lens)]).astype(np.int64)
     cu_win = np.concatenate(cu_w)
     cu_win = cu_win[np.concatenate([[True], cu_win[1:] != cu_win[:-1]])]  # stock: unique_consecutive
-    dev = grid_thw.device
-    plan = _VisionPlan(
+    return _VisionPlan(
         position_ids=torch.as_tensor(np.concatenate(pos), device=dev),
         cu_seqlens=torch.as_tensor(cu_full, dtype=torch.int32, device=dev),
         window_index=torch.as_tensor(np.concatenate(widx), device=dev),
         cu_window_seqlens=torch.as_tensor(cu_win, dtype=torch.int32, device=dev),
         max_seqlen=int(np.diff(cu_full).max()), max_window_seqlen=int(np.diff(cu_win).max()),
         full=_segments(cu_full, dev), window=_segments(cu_win, dev))
-    plans[key] = plan
-    if len(plans) > _MAX_BATCH_PLANS:
-        plans.popitem(last=False)
-    return plan
 
 
 def _fast_visual_forward(self, hidden_states, grid_thw, **kwargs):
@@ -370,6 +376,7 @@ def _kernel(name: str, x: float) -> float:
 
 
 @functools.lru_cache(maxsize=128)
+@torch.inference_mode(False)  # a normal tensor, whatever mode the first caller ran in
 def _resample_matrix(in_size: int, out_size: int, resample: int) -> torch.Tensor:
     """(in_size, out_size) float64 matrix of Pillow's fixed-point filter weights for one axis.
 
