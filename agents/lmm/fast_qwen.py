@@ -13,7 +13,8 @@ time. This module removes that overhead without touching the model's weights or 
 What `enable_fast_path` changes, each at the narrowest point:
 - `model.model.get_rope_index` (M-RoPE position ids) is computed for the whole batch with tensor
   ops: left/right padding, several images of any grids per row, text-only rows. Videos are
-  handed to the stock method. Cached generation steps already use the stock `rope_deltas` path.
+  handed to the stock method. In `generate` it runs once, on the prompt; the stock generation
+  code extends those positions over the cached steps.
 - The vision tower's grid-only helpers (rotary position ids, window index, cu_seqlens) are
   computed by the stock helpers once per distinct image grid, assembled per batch with offsets and
   memoised by the batch's grid tuple; they reach the stock vision forward through the precomputed
@@ -36,7 +37,6 @@ float64 rescale, the float32 normalisation, temporal duplication and the 2x2-mer
 from __future__ import annotations
 
 import functools
-import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import MethodType
