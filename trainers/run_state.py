@@ -157,10 +157,15 @@ def _fsync_tree(folder: Path) -> None:
 
 
 def _replaceable(final: Path) -> bool:
-    """An existing folder we may replace: empty, or a model folder (never someone's other files)."""
-    if not final.is_dir():
+    """Absent, or a folder we may replace: empty, or a model folder (never someone's other files).
+    A concurrent writer may move it aside while we look: gone counts as replaceable."""
+    try:
+        names = os.listdir(final)  # one listing: one folder, even if it is swapped meanwhile
+    except FileNotFoundError:
+        return True
+    except NotADirectoryError:
         return False
-    return not any(final.iterdir()) or (final / "config.json").is_file() or (final / MANIFEST_NAME).is_file()
+    return not names or "config.json" in names or MANIFEST_NAME in names
 
 
 @contextlib.contextmanager
@@ -170,7 +175,7 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
     after). A kill at any instant leaves ``final`` whole (old or new) or absent, never partial; on
     an error the staged folder is removed and ``final`` is untouched."""
     final = Path(final)
-    if final.exists() and not _replaceable(final):
+    if not _replaceable(final):
         raise RunStateError(f"{final} exists and is not a model folder (no config.json); not replacing it")
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -294,8 +299,10 @@ def _safetensors_problem(path: Path) -> str | None:
     try:
         with open(path, "rb") as f:
             n = int.from_bytes(f.read(8), "little")
-            if size < 8 or n < 2 or n > min(size - 8, _MAX_SAFETENSORS_HEADER):
-                return f"{path.name} is truncated or not a safetensors file ({size} bytes)"
+            if size < 8 or n < 2 or n > _MAX_SAFETENSORS_HEADER:
+                return f"{path.name} is not a safetensors file (or truncated: {size} bytes)"
+            if n > size - 8:
+                return f"{path.name} is truncated ({size} bytes, less than its {8 + n}-byte header)"
             header = json.loads(f.read(n))
         end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
