@@ -179,6 +179,43 @@ def test_kill_while_swapping_a_model_folder_leaves_it_absent_never_partial(tmp_p
     assert len(run_state.clean_leftovers(tmp_path)) == 2 and list(tmp_path.iterdir()) == []
 
 
+def test_disk_full_during_a_checkpoint_is_one_clear_error_and_loses_nothing(tmp_path, monkeypatch):
+    """(A mocked write error: a real full disk cannot be made here.) torch.save reports it as an opaque
+    RuntimeError; the error names the file and the cause, and the earlier checkpoint stays whole."""
+    import builtins
+    import errno
+
+    import torch
+
+    run_state.save_training_checkpoint(tmp_path, 2, {"step": 2, "w": torch.ones(10)}, [{"step": 2}])
+    before = snapshot(tmp_path)
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def write(self, data):
+            self.n += len(data)
+            if self.n > 1000:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+    monkeypatch.setattr(run_state, "open", lambda *a, **k: FullDisk(builtins.open(*a, **k)), raising=False)
+    with pytest.raises(RunStateError) as exc:
+        run_state.save_training_checkpoint(tmp_path, 4, {"step": 4, "w": torch.randn(10000)}, [{"step": 4}])
+    assert str(exc.value) == f"cannot write {tmp_path / 'checkpoints' / 'step_000004.pt'}: No space left on device"
+    assert snapshot(tmp_path) == before and not list(tmp_path.rglob(".*"))
+
+
 def test_staged_dir_never_replaces_a_folder_that_is_not_a_model(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("precious")
@@ -403,6 +440,9 @@ def test_finished_run_resumes_to_repair_final_model_and_never_retrains(reference
     assert_reproduces(run, reference)
     assert {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()} == ckpts
 
+    assert train_here(tmp_path, "--resume", "--seed", "3") == []  # finished: a changed setting is only noted
+    assert "settings differ from the checkpoint's, so the run will not match an uninterrupted one: seed 1 -> 3" in \
+        capsys.readouterr().err
     # a smaller --total-steps never overwrites the finished run
     before = snapshot(run)
     with pytest.raises(SystemExit, match="is at step 4, beyond --total-steps 2; pass --total-steps 4 or more"):

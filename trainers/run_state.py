@@ -110,6 +110,23 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class _WriteErrorRecorder:
+    """A file object that remembers the OSError (disk full, ...) its writes raised."""
+
+    def __init__(self, f):
+        self._f, self.error = f, None
+
+    def write(self, data):
+        try:
+            return self._f.write(data)
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
 def atomic_write(path: str | os.PathLike, content: bytes | str | Callable[[BinaryIO], Any], *,
                  kill: str | None = None, step: int | None = None) -> Path:
     """Write ``content`` (bytes, text, or a function writing to a binary file) to ``path`` through a
@@ -120,7 +137,13 @@ def atomic_write(path: str | os.PathLike, content: bytes | str | Callable[[Binar
     try:
         with open(tmp, "xb") as f:
             if callable(content):
-                content(f)
+                sink = _WriteErrorRecorder(f)
+                try:
+                    content(sink)
+                except Exception as exc:  # torch.save reports a failed write as an opaque RuntimeError
+                    if sink.error is not None:
+                        raise sink.error from exc
+                    raise
             else:
                 f.write(content.encode() if isinstance(content, str) else content)
             f.flush()
@@ -536,6 +559,10 @@ def _newest_resumable(runs_dir: Path, name: str) -> Path | None:
     return best
 
 
+def _as_dict(args) -> dict:
+    return dataclasses.asdict(args) if dataclasses.is_dataclass(args) else dict(vars(args))
+
+
 @dataclass
 class Run:
     """An open run: its folder, the held lock (rank 0), and where training starts."""
@@ -581,8 +608,7 @@ def open_run(args, log: Callable[[str], None] | None = None) -> Run:
     try:
         run = _decide_start(args, run_dir, lock, log)
         clean_leftovers(run_dir)
-        atomic_write_json(run_dir / "args.json", dataclasses.asdict(args) if dataclasses.is_dataclass(args)
-                          else vars(args))
+        atomic_write_json(run_dir / "args.json", _as_dict(args))
         return run
     except BaseException:
         lock.release()
@@ -614,6 +640,12 @@ def _decide_start(args, run_dir: Path, lock: RunLock, log) -> Run:
         raise RunStateError(f"--resume: {path} is at step {step}, beyond --total-steps {args.total_steps}; pass "
                             f"--total-steps {step} or more to continue this run, or start a new --run-name")
     log(f"--resume: continuing {run_dir} from {path.name} (step {step} of {args.total_steps})")
+    saved, now = state.get("args") or {}, _as_dict(args)
+    changed = [f"{k} {saved[k]!r} -> {v!r}" for k, v in now.items()
+               if k in saved and saved[k] != v and k not in ("resume", "total_steps", "progress", "runs_dir")]
+    if changed:
+        log("--resume: settings differ from the checkpoint's, so the run will not match an uninterrupted one: "
+            + ", ".join(changed))
     return Run(run_dir, lock, path, state)
 
 
