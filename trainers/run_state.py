@@ -18,13 +18,20 @@ The rules, and why:
 - One writer per run folder: ``run.lock`` is flocked for the run's whole life. The kernel drops the
   lock when the process dies, so a SIGKILLed run never leaves a stale lock behind.
 - ``--resume`` scans ``checkpoints/`` (it does not trust ``latest``) and takes the newest checkpoint
-  that loads, saying which and why it skipped the others. Checkpoints present but none loadable, or a
-  finished run's files without any checkpoint, stop with a clear error before anything is written.
+  that loads, saying which and why it skipped the others. Checkpoints present but none loadable, a
+  finished run's files without any checkpoint, or a checkpoint beyond ``--total-steps`` stop with a
+  clear error before anything is written. A finished run whose ``final_model`` is missing,
+  incomplete or of another step gets it rewritten from its last checkpoint, with no training.
+- Without ``--resume``, an explicit ``--run-name`` whose folder holds a run is refused (never mixed
+  into); the default name moves aside to ``<name>__<unix time>``.
 - Problems surface as ``RunStateError``: one line naming the path and the problem. The command-line
   entry points print it without a traceback and exit non-zero.
 
 Tests kill the process at chosen points through ``PARAVT_TEST_KILL_AT=<point>[:<step>]`` (see
-``kill_point``); nothing else reads it.
+``kill_point``; points: ``step`` after a step's logging, ``ckpt_write`` / ``history_write`` /
+``latest_write`` with the temp file half written, ``ckpt_saved`` after the checkpoint's rename,
+``model_dir_write`` inside a model folder's staging, ``model_dir_swap`` with the old folder moved
+aside); nothing else reads it.
 
 Only the standard library is imported at module level (torch only inside the checkpoint
 functions), so this module is cheap to import.
@@ -45,7 +52,6 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
@@ -563,7 +569,7 @@ def _as_dict(args) -> dict:
     return dataclasses.asdict(args) if dataclasses.is_dataclass(args) else dict(vars(args))
 
 
-@dataclass
+@dataclasses.dataclass
 class Run:
     """An open run: its folder, the held lock (rank 0), and where training starts."""
     dir: Path
