@@ -426,6 +426,25 @@ def test_damaged_checkpoints_fall_back_or_stop(reference, tmp_path, capsys):
     assert snapshot(run) == before
 
 
+def test_deleted_latest_checkpoint_resumes_from_the_one_before(reference, tmp_path, capsys):
+    """A deleted latest checkpoint used to restart the run from step 0, and with a smaller
+    --total-steps overwrite the finished final_model."""
+    run = tmp_path / "run"
+    shutil.copytree(reference[0], run)
+    (run / "checkpoints" / "step_000004.pt").unlink()
+    before = snapshot(run)
+    with pytest.raises(SystemExit) as exc:
+        train_here(tmp_path, "--resume", "--total-steps", "2")
+    assert str(exc.value.code) == (f"error: --resume: {run / 'final_model'} holds step 4, beyond --total-steps 2; "
+                                   "pass --total-steps 4 or more, or start a new --run-name")
+    assert snapshot(run) == before
+    final = {p.name: p.read_bytes() for p in (run / "final_model").iterdir()}
+    assert [h["step"] for h in train_here(tmp_path, "--resume")] == [3, 4]
+    assert "from step_000002.pt (step 2 of 4)" in capsys.readouterr().err
+    assert_reproduces(run, reference)
+    assert {p.name: p.read_bytes() for p in (run / "final_model").iterdir()} == final  # complete: kept
+
+
 def test_finished_run_resumes_to_repair_final_model_and_never_retrains(reference, tmp_path, capsys):
     from agents.lmm.tiny_qwen import load_checkpoint
 

@@ -19,8 +19,8 @@ The rules, and why:
   lock when the process dies, so a SIGKILLed run never leaves a stale lock behind.
 - ``--resume`` scans ``checkpoints/`` (it does not trust ``latest``) and takes the newest checkpoint
   that loads, saying which and why it skipped the others. Checkpoints present but none loadable, a
-  finished run's files without any checkpoint, or a checkpoint beyond ``--total-steps`` stop with a
-  clear error before anything is written. A finished run whose ``final_model`` is missing,
+  finished run's files without any checkpoint, or a checkpoint or final_model beyond
+  ``--total-steps`` stop with a clear error before anything is written. A finished run whose ``final_model`` is missing,
   incomplete or of another step gets it rewritten from its last checkpoint, with no training.
 - Without ``--resume``, an explicit ``--run-name`` whose folder holds a run is refused (never mixed
   into); the default name moves aside to ``<name>__<unix time>``.
@@ -598,7 +598,7 @@ def open_run(args, log: Callable[[str], None] | None = None) -> Run:
     - no --resume, --run-name of a folder holding a run: refused (continue with --resume, or rename);
     - --resume: the newest loadable checkpoint of ``--run-name`` (or of the newest ``<exp>__s<seed>*``
       run); none yet in an empty or unstarted folder: step 0; checkpoints but none loadable, or a
-      finished run's files without checkpoints: refused."""
+      finished run's files without checkpoints, or a checkpoint or final_model beyond --total-steps: refused."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs_dir = Path(args.runs_dir)
     name = args.run_name or f"{args.exp_name}__s{args.seed}"
@@ -645,6 +645,10 @@ def _decide_start(args, run_dir: Path, lock: RunLock, log) -> Run:
     if step > args.total_steps:
         raise RunStateError(f"--resume: {path} is at step {step}, beyond --total-steps {args.total_steps}; pass "
                             f"--total-steps {step} or more to continue this run, or start a new --run-name")
+    done = _final_model_step(run_dir)
+    if done is not None and done > args.total_steps:
+        raise RunStateError(f"--resume: {run_dir / FINAL_MODEL} holds step {done}, beyond --total-steps "
+                            f"{args.total_steps}; pass --total-steps {done} or more, or start a new --run-name")
     log(f"--resume: continuing {run_dir} from {path.name} (step {step} of {args.total_steps})")
     saved, now = state.get("args") or {}, _as_dict(args)
     changed = [f"{k} {saved[k]!r} -> {v!r}" for k, v in now.items()
@@ -653,6 +657,17 @@ def _decide_start(args, run_dir: Path, lock: RunLock, log) -> Run:
         log("--resume: settings differ from the checkpoint's, so the run will not match an uninterrupted one: "
             + ", ".join(changed))
     return Run(run_dir, lock, path, state)
+
+
+def _final_model_step(run_dir: Path) -> int | None:
+    """The step a complete final_model records (None: absent, incomplete or without a step)."""
+    folder = Path(run_dir) / FINAL_MODEL
+    try:
+        m = read_manifest(folder)
+    except RunStateError:
+        return None
+    step = (m or {}).get("info", {}).get("step")
+    return step if isinstance(step, int) and manifest_problem(folder) is None else None
 
 
 def final_model_problem(run_dir: Path, step: int) -> str | None:
