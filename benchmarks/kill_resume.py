@@ -116,6 +116,19 @@ def compare(run: Path, ref: Path) -> dict:
     return out
 
 
+def markdown(rows: list[dict], ok: list[bool]) -> list[str]:
+    lines = ["| kill trigger | killed | state left (checkpoints, final_model) | resumed from | weights, history, TB identical |",
+             "|---|---|---|---|---|"]
+    for r, good in zip(rows, ok):
+        ck = [n.split("/")[-1].replace(".pt", "") for n in r["left"] if re.match(r"checkpoints/step_\d+\.pt$", n)]
+        fm = "final_model" if "final_model" in r["left"] else "no final_model"
+        frm = next((m.group(1) for s in r["resume_said"] if (m := re.search(r"from (step_\d+)\.pt", s))),
+                   "step 0" if any("starting from step 0" in s for s in r["resume_said"]) else "-")
+        lines.append(f"| {r['trigger']} | {'yes' if r['killed'] else 'no: it finished first'} | "
+                     f"{', '.join(sorted(ck)) or 'none'}; {fm} | {frm} | {'yes' if good else 'NO'} |")
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--random-kills", type=int, default=8, help="trials killed at a random instant")
@@ -149,15 +162,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     (out / "kill_resume.json").write_text(json.dumps({"reference_open_seconds": ref_seconds, "steps": STEPS,
                                                       "trials": rows, "all_ok": all(ok)}, indent=1))
-    lines = ["| kill trigger | killed | state left (checkpoints, final_model) | resumed from | weights, history, TB identical |",
-             "|---|---|---|---|---|"]
-    for r, good in zip(rows, ok):
-        ck = [n.split("/")[-1].replace(".pt", "") for n in r["left"] if re.match(r"checkpoints/step_\d+\.pt$", n)]
-        fm = "final_model" if "final_model" in r["left"] else "no final_model"
-        frm = next((m.group(1) for s in r["resume_said"] if (m := re.search(r"from (step_\d+)\.pt", s))),
-                   "step 0" if any("starting from step 0" in s for s in r["resume_said"]) else "-")
-        lines.append(f"| {r['trigger']} | {'yes' if r['killed'] else 'no (event missed)'} | "
-                     f"{', '.join(sorted(ck)) or 'none'}; {fm} | {frm} | {'yes' if good else 'NO'} |")
+    lines = markdown(rows, ok)
     (out / "kill_resume.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"{sum(ok)}/{len(ok)} trials resumed bit-identically")
