@@ -750,6 +750,8 @@ def open_distributed_run(args, dist: Dist) -> run_state.Run:
         torch.distributed.broadcast_object_list(obj, src=0)
         error = obj[0]
         if error:
+            if not dist.main:
+                raise SystemExit(1)  # rank 0 prints the one line
             raise RunStateError(error)
         if not dist.main:
             run = run_state.Run(Path(obj[1]), checkpoint=Path(obj[2]) if obj[2] else None)
