@@ -519,31 +519,50 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_over_cleanly(
 # ============================================================================================
 # the sweep inherits it
 # ============================================================================================
-def test_sweep_refuses_existing_rows_and_runs_named_rows(tmp_path):
-    from trainers import sweep
+def test_sweep_counts_a_run_finished_only_with_a_complete_final_model(reference, tmp_path):
+    from trainers.sweep import finished
 
-    (tmp_path / "runs" / "sweep_grpo__s1").mkdir(parents=True)
-    (tmp_path / "runs" / "sweep_grpo__s1" / "args.json").write_text("{}")
-    with pytest.raises(SystemExit) as exc:
-        sweep.main(["--rows", "grpo,full", "--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), *TINY])
-    assert str(exc.value.code) == (f"error: {tmp_path / 'runs' / 'sweep_grpo__s1'} already hold runs; continue "
-                                   "them with --resume, or use another --runs-dir")
-    with pytest.raises(SystemExit):
-        sweep.main(["--rows", "grpo", "--run-name", "x", *TINY])
+    run = tmp_path / "run"
+    shutil.copytree(reference[0], run)
+    assert finished(run, 4) and not finished(run, 6)
+    (run / "final_model" / "tokenizer.json").unlink()  # a kill during the old in-place write
+    assert not finished(run, 4)  # so the sweep resumes it, and the resume rewrites final_model
 
 
 @pytest.mark.slow
-def test_killed_sweep_resumes_where_it_stopped(tmp_path):
-    out, runs = tmp_path / "out", tmp_path / "runs"
-    cmd = ["--rows", "grpo,full", "--out", str(out), "--runs-dir", str(runs), *TINY]
-    p = train_subprocess(None, kill="latest_write:4", script="trainers/sweep.py", args=cmd)
-    assert p.returncode == -signal.SIGKILL  # during the first row
+def test_killed_sweep_runs_resume_and_a_held_run_names_its_holder(tmp_path, capsys):
+    """Every trainer of a sweep SIGKILLed while it rewrites `latest` (the hook is inherited by the
+    sweep's trainer processes); rerunning the sweep resumes them; a run another process holds fails
+    with the holder named, and the rest of the sweep goes on."""
     from trainers import sweep
 
-    sweep.main(cmd + ["--resume"])
-    result = json.loads((out / "sweep.json").read_text())
-    for row in ("grpo", "full"):
-        assert result[row]["steps"] == 4 and [h["step"] for h in result[row]["history"]] == [1, 2, 3, 4]
-        assert tb_steps(runs / f"sweep_{row}__s1") == [1, 2, 3, 4]
-    sweep.main(cmd + ["--resume"])  # a finished sweep is read back, not retrained
-    assert json.loads((out / "sweep.json").read_text())["full"]["history"] == result["full"]["history"]
+    out = tmp_path / "out"
+    cmd = ["--rows", "cold_start,grpo", "--out", str(out), "--no-progress", *TINY]
+    p = train_subprocess(None, kill="latest_write:4", script="trainers/sweep.py", args=cmd)
+    assert p.returncode == 0 and p.stderr.count("failed (exit -9)") + p.stdout.count("failed (exit -9)") == 2
+    runs = {row: out / "runs" / f"{row}__s1" for row in ("cold_start", "grpo")}
+    assert all((r / "checkpoints" / "step_000004.pt").is_file() and not (r / "final_model").exists()
+               for r in runs.values())
+    results = sweep.main(cmd)
+    for row, r in runs.items():
+        assert results[row]["steps"]["mean"] == 4 and tb_steps(r) == [1, 2, 3, 4]
+        assert [h["step"] for h in json.loads((r / "history.json").read_text())] == [1, 2, 3, 4]
+        assert sweep.finished(r, 4)
+    capsys.readouterr()
+    shutil.rmtree(runs["grpo"] / "final_model")
+    (runs["cold_start"] / "final_model" / "config.json").unlink()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from trainers import run_state; "
+                               "run_state.RunLock(sys.argv[1]); print('held', flush=True); time.sleep(600)",
+                               str(runs["grpo"])], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        sweep.main(cmd)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=60)
+    said = capsys.readouterr()
+    assert f"grpo__s1 failed (exit 1)" in said.out + said.err and f"in use by another trainer (pid {holder.pid} on " \
+        in said.out + said.err
+    assert sweep.finished(runs["cold_start"], 4) and not sweep.finished(runs["grpo"], 4)
+    sweep.main(cmd)  # the holder is gone: the held run is repaired too
+    assert sweep.finished(runs["grpo"], 4)
