@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import random
 import sys
@@ -30,6 +29,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+
+from trainers import run_state
+from trainers.run_state import RunStateError
 
 GATING_BUDGETS = (4, 8, 16, 32, 64)
 ANCHOR_MODES = ("bonus", "logprob")
@@ -158,6 +160,8 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
     args = cls(**vars(ns))
     try:
         validate_args(args)
+    except RunStateError as exc:  # a path problem: one line, not the whole usage
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except ValueError as exc:
         parser.error(str(exc))
     return args
@@ -165,10 +169,9 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
 
 def validate_args(args) -> None:
     """Stop before any work on settings that cannot run."""
-    if args.model and not any(os.path.isfile(os.path.join(args.model, *sub, "config.json"))
-                              for sub in ((), ("cold_start",))):
-        raise ValueError(f"--model {args.model!r} is not a checkpoint directory (no config.json there, "
-                         "nor in its cold_start/)")
+    problem = run_state.model_dir_problem(args.model) if args.model else None
+    if problem:
+        raise RunStateError(f"--model {args.model}: {problem}")
     if args.group_size < 2:
         raise ValueError("--group-size must be >= 2 (GRPO compares rollouts within a group)")
     for name in ("total_steps", "prompts_per_step", "max_new_tokens", "subagent_max_new_tokens", "max_turns",
@@ -703,24 +706,10 @@ def set_rng_state(s: dict) -> None:
 
 
 def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, history) -> Path:
-    ckdir = run_dir / "checkpoints"
-    ckdir.mkdir(parents=True, exist_ok=True)
-    path = ckdir / f"step_{step:06d}.pt"
-    tmp = path.with_suffix(".tmp")
-    torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "rng": rng_state(), "args": dataclasses.asdict(args), "history": history}, tmp)
-    os.replace(tmp, path)
-    (ckdir / "latest").write_text(path.name)
-    return path
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    f = run_dir / "checkpoints" / "latest"
-    if f.is_file():
-        p = run_dir / "checkpoints" / f.read_text().strip()
-        if p.is_file():
-            return p
-    return None
+    """Model + optimizer + RNG + history at `step`, written atomically (trainers/run_state.py)."""
+    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "rng": rng_state(), "args": dataclasses.asdict(args), "history": history}
+    return run_state.save_training_checkpoint(run_dir, step, state, history)
 
 
 # ============================================================================================
@@ -731,41 +720,51 @@ def hparams_table(args) -> str:
     return f"|param|value|\n|-|-|\n{rows}"
 
 
-def resolve_run_dir(args) -> Path:
-    name = args.run_name or f"{args.exp_name}__s{args.seed}"
-    run_dir = Path(args.runs_dir) / name
-    if args.resume and not args.run_name:  # the newest run of this name (with or without a time suffix)
-        found = [d for d in Path(args.runs_dir).glob(f"{name}*") if latest_checkpoint(d) is not None
-                 and (d.name == name or d.name[len(name):].startswith("__"))]
-        if found:
-            return max(found, key=lambda d: latest_checkpoint(d).stat().st_mtime)
-    if not args.resume and not args.run_name and run_dir.exists() and any(run_dir.iterdir()):
-        run_dir = Path(args.runs_dir) / f"{name}__{int(time.time())}"
-    return run_dir
-
-
 def train(args) -> list[dict]:
     """Run GRPO with `args`; returns the per-step metrics of the steps run (rank 0; others [])."""
-    import copy
-
-    from torch.utils.tensorboard import SummaryWriter
-    from tqdm import tqdm
-
     torch.set_num_threads(args.torch_threads)
     dist, device = setup_distributed(args.device)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
+    run = open_distributed_run(args, dist)
+    try:
+        return _train(args, dist, device, run)
+    finally:
+        run.close()  # drops the run's lock (process death drops it too)
 
-    run_dir = resolve_run_dir(args)
-    if dist.world > 1:  # every process must agree on the folder (rank 0's time suffix)
-        obj = [str(run_dir)]
+
+def open_distributed_run(args, dist: Dist) -> run_state.Run:
+    """Rank 0 opens the run (folder, lock, resume checkpoint: trainers/run_state.py); the others
+    learn the folder and checkpoint from it, or its error."""
+    run, error = None, ""
+    if dist.main:
+        try:
+            run = run_state.open_run(args)
+        except RunStateError as exc:
+            error = str(exc)
+            if dist.world == 1:
+                raise
+    if dist.world > 1:
+        obj = [error, str(run.dir) if run else "", str(run.checkpoint) if run and run.checkpoint else ""]
         torch.distributed.broadcast_object_list(obj, src=0)
-        run_dir = Path(obj[0])
-    resume_from = latest_checkpoint(run_dir) if args.resume else None
-    if args.resume and resume_from is None and dist.main:
-        print(f"--resume: no checkpoint in {run_dir}/checkpoints; starting from step 0", file=sys.stderr)
+        error = obj[0]
+        if error:
+            if not dist.main:
+                raise SystemExit(1)  # rank 0 prints the one line
+            raise RunStateError(error)
+        if not dist.main:
+            run = run_state.Run(Path(obj[1]), checkpoint=Path(obj[2]) if obj[2] else None)
+    return run
 
+
+def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[dict]:
+    import copy
+
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    run_dir = run.dir
     if dist.world > 1 and not dist.main:
         torch.distributed.barrier()  # rank 0 builds the default checkpoint first (if needed)
     model_path = resolve_model(args)
@@ -785,13 +784,18 @@ def train(args) -> list[dict]:
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
     start_step, history = 0, []
-    if resume_from is not None:
-        ck = torch.load(resume_from, map_location=device, weights_only=False)
-        model.load_state_dict(ck["model"])
-        optimizer.load_state_dict(ck["optimizer"])
+    if run.checkpoint is not None:
+        ck = run.load_state()
+        try:
+            model.load_state_dict(ck["model"])
+            optimizer.load_state_dict(ck["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise RunStateError(f"{run.checkpoint} does not fit this model ({model_path}): "
+                                f"{str(exc).splitlines()[0][:200]}") from exc
         set_rng_state(ck["rng"])
         start_step = int(ck["step"])
         history = list(ck.get("history", []))
+        del ck
     ddp_model = None
     if dist.world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -801,10 +805,9 @@ def train(args) -> list[dict]:
 
     writer = None
     if dist.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        writer = SummaryWriter(str(run_dir), purge_step=start_step + 1 if start_step else None)
+        # purge_step: TensorBoard drops what an earlier attempt logged after the resumed step
+        writer = SummaryWriter(str(run_dir), purge_step=start_step + 1 if start_step else 0)
         writer.add_text("hyperparameters", hparams_table(args) + f"\n\nmodel: {model_path}, world size {dist.world}")
-        (run_dir / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
 
     n_env = args.prompts_per_step * args.group_size
     train_envs = [make_env(args, "train", policy) for _ in range(n_env)]
@@ -883,18 +886,25 @@ def train(args) -> list[dict]:
             bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward_common']:.2f}",
                             acc=f"{metrics['train/accuracy']:.2f}", calls=f"{metrics['train/tool_calls_per_rollout']:.2f}",
                             par=f"{metrics['train/parallel_turn_fraction']:.2f}", s=f"{elapsed:.1f}")
+        run_state.kill_point("step", step)
         last = step == args.total_steps
         if dist.main and ((args.checkpoint_every and step % args.checkpoint_every == 0) or last):
             save_training_checkpoint(run_dir, step, model, optimizer, args, history)
-        if last and dist.main:
+    if dist.main:  # also repairs a finished run's missing or incomplete final_model on --resume
+        problem = run_state.final_model_problem(run_dir, args.total_steps)
+        if problem:
             from agents.lmm.tiny_qwen import save_checkpoint
 
-            save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor)
+            if start_step == args.total_steps:
+                print(f"--resume: {run_dir / 'final_model'} needs writing ({problem}); writing it from step "
+                      f"{start_step}", file=sys.stderr)
+            save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor,
+                            info={"step": args.total_steps, "run": run_dir.name})
     for e in train_envs + eval_envs + no_tool_envs:
         e.close()
     if writer is not None:
         writer.close()
-        (run_dir / "history.json").write_text(json.dumps(history, indent=1))
+        run_state.atomic_write_json(run_dir / "history.json", history)
     if dist.world > 1:
         torch.distributed.barrier()
     return new_history
@@ -932,6 +942,8 @@ def main_for(args_cls, argv=None, description: str = "") -> list[dict]:
     args = parse_args(args_cls, argv, description)
     try:
         return train(args)
+    except RunStateError as exc:  # one line naming the path and the problem, no traceback
+        raise SystemExit(f"error: {exc}") from None
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

@@ -29,6 +29,9 @@ Each run is a trainer process (``--jobs`` at a time; on GPUs they are spread ove
 share them) writing ``<out>/runs/<row>__s<seed>/`` (TensorBoard, checkpoints, history.json). Rerunning the
 same command skips finished runs and resumes partial ones from their last checkpoint (``--resume``), so a
 sweep can span several jobs that each end at a hard time limit (``--time-limit-s`` stops cleanly before).
+Each run is safe against a kill at any instant and has one writer (trainers/run_state.py): a run another
+process is writing (say a second sweep on the same ``--out``) fails with the holder's pid in its log
+line, and the rest of the sweep goes on.
 
 Report (``<out>/``): ``results.json`` (per row: seeds, and for f_tau, kappa, eval accuracy with and
 without the sub-agent, per-family accuracy: mean, std and a 95% t-interval over seeds, plus steps and
@@ -138,8 +141,11 @@ def load_history(run_dir: Path) -> list[dict]:
 
 
 def finished(run_dir: Path, total_steps: int) -> bool:
-    hist = load_history(run_dir)
-    return bool(hist) and max(h.get("step", 0) for h in hist) >= total_steps and (run_dir / "final_model").is_dir()
+    """A complete final_model of step total_steps (trainers/run_state.py checks it against its manifest):
+    a run killed while writing it, or one whose final_model is damaged, is resumed and repairs it."""
+    from trainers.run_state import final_model_problem
+
+    return final_model_problem(run_dir, total_steps) is None
 
 
 def flag_value(flags: list[str], name: str, default):

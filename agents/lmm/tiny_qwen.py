@@ -4,11 +4,12 @@ Why a stock class rather than a home-made transformer: the rollout/training code
 the tiny model and a full-size Qwen2.5-VL / Qwen3-VL checkpoint through exactly the same
 calls (`AutoModelForImageTextToText`, M-RoPE, image-pad scattering, KV cache, generate).
 
-A checkpoint directory written by `save_tiny` holds what a Hub checkpoint holds:
+A checkpoint directory written by `save_checkpoint` holds what a Hub checkpoint holds:
     config.json, generation_config.json, model.safetensors   (the model)
     tokenizer.json, tokenizer_config.json, chat_template.*    (agents.lmm.tokenizer)
     preprocessor_config.json                                   (the image processor)
-and `load_checkpoint` reads any such directory, tiny or full-size, offline.
+plus checkpoint_manifest.json (every file's size and sha256, written last: the folder is
+complete), and `load_checkpoint` reads any such directory, tiny or full-size, offline.
 
 Image processing without torchvision: transformers 5.x ships a PIL/numpy backend of the stock
 Qwen2-VL image processor (`Qwen2VLImageProcessorPil`); `AutoImageProcessor` falls back to it
@@ -94,19 +95,40 @@ def build_image_processor(**overrides) -> Qwen2VLImageProcessorPil:
     return Qwen2VLImageProcessorPil(**dict(TINY_IMAGE, **overrides))
 
 
-def save_checkpoint(path: str, model, tokenizer, image_processor=None) -> str:
-    """Write model + tokenizer + image processor to `path` in the Hub layout."""
-    os.makedirs(path, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    (image_processor or build_image_processor()).save_pretrained(path)
+def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dict | None = None) -> str:
+    """Write model + tokenizer + image processor to `path` in the Hub layout, whole or not at all:
+    staged in a hidden sibling folder, checked complete (config, weights, a tokenizer that reloads
+    with every token, preprocessor config), given a manifest (sizes, sha256 and `info`), fsynced and
+    renamed into place (trainers/run_state.py). An existing model folder at `path` is replaced."""
+    from trainers.run_state import kill_point, model_dir_problem, staged_dir, write_manifest
+
+    with staged_dir(path) as tmp:
+        model.save_pretrained(tmp)
+        kill_point("model_dir_write")
+        tokenizer.save_pretrained(tmp)
+        (image_processor or build_image_processor()).save_pretrained(tmp)
+        problem = model_dir_problem(tmp) or _tokenizer_round_trip_problem(tmp, tokenizer)
+        if not (problem or os.path.isfile(os.path.join(tmp, "preprocessor_config.json"))):
+            problem = "no preprocessor_config.json was written"
+        if problem:
+            raise ValueError(f"saving a checkpoint to {path}: {problem}")
+        write_manifest(tmp, info)
     return path
+
+
+def _tokenizer_round_trip_problem(folder, tokenizer) -> str | None:
+    reloaded = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    if len(reloaded) != len(tokenizer):
+        return f"the saved tokenizer reloads with {len(reloaded)} tokens instead of {len(tokenizer)}"
+    return None
 
 
 def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None):
     """Load (model, tokenizer, image_processor) from a local directory, offline. Works for the
     tiny model and for any local Qwen-VL-style image-text-to-text checkpoint. A trainers/sft.py
-    output folder is accepted too: its ``cold_start`` checkpoint is loaded."""
+    output folder is accepted too: its ``cold_start`` checkpoint is loaded. A folder that is
+    incomplete (against its manifest, or missing weights or tokenizer files) or holds truncated
+    weights raises a ValueError naming the folder and the problem."""
     if os.path.isfile(os.path.join(path, "cold_start", "config.json")) and not os.path.isfile(
             os.path.join(path, "config.json")):
         path = os.path.join(path, "cold_start")
@@ -118,9 +140,17 @@ def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.
         raise ValueError(f"{path!r} has no config.json, so it is not a model checkpoint directory "
                          f"(it holds {sorted(os.listdir(path))[:10]}); save one with "
                          "agents.lmm.tiny_qwen.save_checkpoint or model.save_pretrained(path)")
+    from trainers.run_state import model_dir_problem
+
+    problem = model_dir_problem(path)
+    if problem:
+        raise ValueError(f"model directory {path!r} cannot be loaded: {problem}")
     kw = dict(local_files_only=True)
-    model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32, **kw)
-    tokenizer = AutoTokenizer.from_pretrained(path, **kw)
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32, **kw)
+        tokenizer = AutoTokenizer.from_pretrained(path, **kw)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"model directory {path!r} cannot be loaded: {type(exc).__name__}: {exc}") from exc
     if getattr(tokenizer, "chat_template", None) is None:
         tokenizer.chat_template = _find_chat_template(path) or CHAT_TEMPLATE
     if os.path.isfile(os.path.join(path, "preprocessor_config.json")):

@@ -1,0 +1,689 @@
+"""Run folders that survive being killed at any instant, and checkpoint folders that are whole or absent.
+
+A run folder ``<runs_dir>/<run name>/`` holds:
+
+    run.lock               the one-writer lock (fcntl.flock; the holder's pid/host/start written in it)
+    args.json              the arguments of the latest start
+    events.out.tfevents.*  TensorBoard
+    checkpoints/step_NNNNNN.pt, checkpoints/latest
+    history.json           per-step metrics up to the newest checkpoint (and, at the end, of the run)
+    final_model/           a Hub-layout model folder with checkpoint_manifest.json
+
+The rules, and why:
+- Every file is written under a name unique to the writing process (``.NAME.tmp-<pid>-<random>``),
+  fsynced and renamed into place, then the folder is fsynced: a kill leaves the old file or the new
+  one, never a torn one, and concurrent writers never collide on a shared temp name.
+- A model folder (``final_model``) is staged in a hidden sibling folder, checked complete, given a
+  manifest (sizes and sha256 of every file), fsynced and renamed into place: it is whole or absent.
+- One writer per run folder: ``run.lock`` is flocked for the run's whole life. The kernel drops the
+  lock when the process dies, so a SIGKILLed run never leaves a stale lock behind.
+- ``--resume`` scans ``checkpoints/`` (it does not trust ``latest``) and takes the newest checkpoint
+  that loads, saying which and why it skipped the others. Checkpoints present but none loadable, a
+  finished run's files without any checkpoint, or a checkpoint or final_model beyond
+  ``--total-steps`` stop with a clear error before anything is written. A finished run whose ``final_model`` is missing,
+  incomplete or of another step gets it rewritten from its last checkpoint, with no training.
+- Without ``--resume``, an explicit ``--run-name`` whose folder holds a run is refused (never mixed
+  into); the default name moves aside to ``<name>__<unix time>``.
+- Problems surface as ``RunStateError``: one line naming the path and the problem. The command-line
+  entry points print it without a traceback and exit non-zero.
+
+Tests kill the process at chosen points through ``PARAVT_TEST_KILL_AT=<point>[:<step>]`` (see
+``kill_point``; points: ``step`` after a step's logging, ``ckpt_write`` / ``history_write`` /
+``latest_write`` with the temp file half written, ``ckpt_saved`` after the checkpoint's rename,
+``model_dir_write`` inside a model folder's staging, ``model_dir_swap`` with the old folder moved
+aside); nothing else reads it.
+
+Only the standard library is imported at module level (torch only inside the checkpoint
+functions), so this module is cheap to import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+LOCK_NAME = "run.lock"
+MANIFEST_NAME = "checkpoint_manifest.json"
+CHECKPOINT_DIR = "checkpoints"
+FINAL_MODEL = "final_model"
+_CKPT_RE = re.compile(r"^step_(\d+)\.pt$")
+_TEMP_RE = re.compile(r"^\..+\.(tmp|old)-\d+-[0-9a-f]+$")  # names _temp_name makes
+_CKPT_KEYS = ("step", "model", "optimizer", "rng")
+# A safetensors header larger than this is damage, not a model: never read it.
+_MAX_SAFETENSORS_HEADER = 100 * 2**20
+KILL_ENV = "PARAVT_TEST_KILL_AT"
+
+
+class RunStateError(Exception):
+    """A problem with a run folder or a checkpoint, as one line that names the path."""
+
+
+class RunLockedError(RunStateError):
+    """Another live process holds the run folder's lock."""
+
+
+# ============================================================================================
+# test hook: die at a chosen point
+# ============================================================================================
+def _kill_requested(point: str, step: int | None = None) -> bool:
+    want = os.environ.get(KILL_ENV, "")
+    name, _, at = want.partition(":")
+    return bool(want) and name == point and (not at or at == str(step))
+
+
+def kill_point(point: str, step: int | None = None) -> None:
+    """SIGKILL this process when ``PARAVT_TEST_KILL_AT`` is ``point`` or ``point:step`` (tests only):
+    the same death as a job scheduler's hard time limit, with no cleanup of any kind."""
+    if _kill_requested(point, step):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ============================================================================================
+# atomic files and folders
+# ============================================================================================
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _temp_name(path: Path, kind: str) -> Path:
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames in ``path`` durable (a no-op where the filesystem cannot fsync a folder)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _WriteErrorRecorder:
+    """A file object that remembers the OSError (disk full, ...) its writes raised."""
+
+    def __init__(self, f):
+        self._f, self.error = f, None
+
+    def write(self, data):
+        try:
+            return self._f.write(data)
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def atomic_write(path: str | os.PathLike, content: bytes | str | Callable[[BinaryIO], Any], *,
+                 kill: str | None = None, step: int | None = None) -> Path:
+    """Write ``content`` (bytes, text, or a function writing to a binary file) to ``path`` through a
+    temporary name unique to this process: fsync, rename into place, fsync the folder.
+    ``kill``/``step`` name the test kill point, which leaves a half-written temp file behind."""
+    path = Path(path)
+    tmp = _temp_name(path, "tmp")
+    try:
+        with open(tmp, "xb") as f:
+            if callable(content):
+                sink = _WriteErrorRecorder(f)
+                try:
+                    content(sink)
+                except Exception as exc:  # torch.save reports a failed write as an opaque RuntimeError
+                    if sink.error is not None:
+                        raise sink.error from exc
+                    raise
+            else:
+                f.write(content.encode() if isinstance(content, str) else content)
+            f.flush()
+            if kill and _kill_requested(kill, step):
+                f.truncate(f.tell() // 2)
+                os.fsync(f.fileno())
+                kill_point(kill, step)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise RunStateError(f"cannot write {path}: {_reason(exc)}") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj, **kw) -> Path:
+    return atomic_write(path, json.dumps(obj, indent=1), **kw)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
+        fsync_dir(d)
+    fsync_dir(folder)
+
+
+def _replaceable(final: Path) -> bool:
+    """Absent, or a folder we may replace: empty, or a model folder (never someone's other files).
+    A concurrent writer may move it aside while we look: gone counts as replaceable."""
+    try:
+        names = os.listdir(final)  # one listing: one folder, even if it is swapped meanwhile
+    except FileNotFoundError:
+        return True
+    except NotADirectoryError:
+        return False
+    return not names or "config.json" in names or MANIFEST_NAME in names
+
+
+@contextlib.contextmanager
+def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh hidden folder next to ``final``; when the block ends without error, fsync it
+    and rename it to ``final`` (an existing model folder there is moved aside first and deleted
+    after). A kill at any instant leaves ``final`` whole (old or new) or absent, never partial; on
+    an error the staged folder is removed and ``final`` is untouched."""
+    final = Path(final)
+    if not _replaceable(final):
+        raise RunStateError(f"{final} exists and is not a model folder (no config.json); not replacing it")
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temp_name(final, "tmp")
+        tmp.mkdir()
+    except OSError as exc:
+        raise RunStateError(f"cannot write {final}: {_reason(exc)}") from exc
+    moved: list[Path] = []
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        # rename(2) cannot replace a non-empty folder: move the old one aside, then rename. A
+        # concurrent writer may put its own folder back in between, hence the loop.
+        for _ in range(100):
+            try:
+                os.rename(tmp, final)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            old = _temp_name(final, "old")
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(final, old)
+                moved.append(old)
+            kill_point("model_dir_swap")
+        else:
+            raise RunStateError(f"cannot write {final}: other processes keep replacing it")
+        fsync_dir(final.parent)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RunStateError(f"cannot write {final}: {_reason(exc)}") from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if moved and not final.exists():  # put the old folder back rather than leave nothing
+            with contextlib.suppress(OSError):
+                os.rename(moved.pop(), final)
+        raise
+    for old in moved:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def clean_leftovers(run_dir: Path) -> list[str]:
+    """Remove temp files and staged folders that killed writers left in ``run_dir`` (call it only
+    while holding the run's lock: then no live writer owns them)."""
+    removed = []
+    for folder in (run_dir, run_dir / CHECKPOINT_DIR):
+        if not folder.is_dir():
+            continue
+        for p in folder.iterdir():
+            if _TEMP_RE.match(p.name):
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        p.unlink()
+                removed.append(str(p.relative_to(run_dir)))
+    return removed
+
+
+# ============================================================================================
+# model folders: manifest, completeness checks
+# ============================================================================================
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: str | os.PathLike, info: dict | None = None) -> Path:
+    """Record every file of a model folder (size, sha256) plus ``info``; written last, so a folder
+    with a valid manifest was written completely."""
+    folder = Path(folder)
+    files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST_NAME}
+    return atomic_write_json(folder / MANIFEST_NAME, {"format": 1, "files": files, "info": info or {}})
+
+
+def read_manifest(folder: str | os.PathLike) -> dict | None:
+    """The folder's manifest, None when it has none; RunStateError when it is unreadable."""
+    path = Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    try:
+        m = json.loads(path.read_text())
+        if not isinstance(m, dict) or not isinstance(m.get("files"), dict):
+            raise ValueError("no 'files' table")
+        return m
+    except (OSError, ValueError) as exc:
+        raise RunStateError(f"{path} is unreadable ({exc})") from exc
+
+
+def manifest_problem(folder: str | os.PathLike, deep: bool = False) -> str | None:
+    """What is wrong with a model folder against its manifest (missing or resized files; with
+    ``deep``, changed contents), or None. A folder without a manifest passes."""
+    folder = Path(folder)
+    try:
+        m = read_manifest(folder)
+    except RunStateError as exc:
+        return str(exc)
+    if m is None:
+        return None
+    for name, rec in m["files"].items():
+        p = folder / name
+        if not p.is_file():
+            return f"{name} is missing (listed in {MANIFEST_NAME}: the folder is incomplete)"
+        size = p.stat().st_size
+        if size != rec.get("bytes"):
+            return f"{name} has {size} bytes, {MANIFEST_NAME} says {rec.get('bytes')} (truncated or replaced)"
+        if deep and _sha256(p) != rec.get("sha256"):
+            return f"{name} does not match its sha256 in {MANIFEST_NAME} (corrupted)"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Truncation check from the header alone (the data is never read)."""
+    size = path.stat().st_size
+    if size == 0:
+        return f"{path.name} is empty (0 bytes)"
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if size < 8 or n < 2 or n > _MAX_SAFETENSORS_HEADER:
+                return f"{path.name} is not a safetensors file (or truncated: {size} bytes)"
+            if n > size - 8:
+                return f"{path.name} is truncated ({size} bytes, less than its {8 + n}-byte header)"
+            header = json.loads(f.read(n))
+        end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        return f"{path.name} has an unreadable header ({type(exc).__name__})"
+    if size < 8 + n + end:
+        return f"{path.name} is truncated ({size} of {8 + n + end} bytes)"
+    return None
+
+
+def _weights_problem(folder: Path) -> str | None:
+    st, st_index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if st.is_file():
+        return _safetensors_problem(st)
+    if st_index.is_file():
+        try:
+            shards = sorted(set(json.loads(st_index.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, AttributeError) as exc:
+            return f"{st_index.name} is unreadable ({type(exc).__name__})"
+        for shard in shards:
+            if not (folder / shard).is_file():
+                return f"weight shard {shard} is missing"
+            problem = _safetensors_problem(folder / shard)
+            if problem:
+                return problem
+        return None
+    for name in ("pytorch_model.bin", "pytorch_model.bin.index.json"):
+        if (folder / name).is_file():
+            return f"{name} is empty (0 bytes)" if (folder / name).stat().st_size == 0 else None
+    return "no weights file (model.safetensors, its index, or pytorch_model.bin)"
+
+
+def resolve_model_dir(path: str | os.PathLike) -> Path:
+    """A trainers/sft.py output folder stands for its ``cold_start`` checkpoint."""
+    p = Path(path)
+    if (p / "cold_start" / "config.json").is_file() and not (p / "config.json").is_file():
+        return p / "cold_start"
+    return p
+
+
+def model_dir_problem(path: str | os.PathLike) -> str | None:
+    """What stops ``path`` from loading as a model folder (cheap checks, no weights read), or None.
+    Checks: the folder, its manifest if any, config.json, weights (safetensors truncation from the
+    header), a tokenizer file."""
+    folder = resolve_model_dir(path)
+    if not folder.is_dir():
+        return "no such folder"
+    problem = manifest_problem(folder)
+    if problem:
+        return problem
+    config = folder / "config.json"
+    if not config.is_file():
+        return "no config.json there (nor in its cold_start/): not a checkpoint folder"
+    try:
+        json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        return f"config.json is unreadable ({type(exc).__name__}: {exc})"
+    problem = _weights_problem(folder)
+    if problem:
+        return problem
+    if not any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+        return "no tokenizer file (tokenizer.json, tokenizer.model or vocab.json)"
+    tok = folder / "tokenizer.json"
+    if tok.is_file() and tok.stat().st_size == 0:
+        return "tokenizer.json is empty (0 bytes)"
+    return None
+
+
+# ============================================================================================
+# the lock
+# ============================================================================================
+class RunLock:
+    """An exclusive flock on ``<run_dir>/run.lock``, held until ``release()`` or process death.
+    The lock file is never replaced or deleted (a lock lives on the file's inode)."""
+
+    def __init__(self, run_dir: str | os.PathLike):
+        import fcntl
+
+        self.path = Path(run_dir) / LOCK_NAME
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunStateError(f"cannot write in {self.path.parent}: {_reason(exc)}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe_holder(os.pread(fd, 4096, 0))
+            os.close(fd)
+            raise RunLockedError(f"{self.path.parent} is in use by another trainer ({holder}); wait for it to "
+                                 "finish or stop it, or choose another --run-name") from None
+        except OSError as exc:
+            os.close(fd)
+            raise RunStateError(f"cannot lock {self.path}: {_reason(exc)}") from exc
+        self.fd: int | None = fd
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": " ".join(sys.argv)[:300]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the last descriptor drops the flock
+            self.fd = None
+
+
+def _describe_holder(raw: bytes) -> str:
+    try:
+        h = json.loads(raw)
+        return f"pid {h['pid']} on {h['host']}, started {h['started']}: {h['argv']}"
+    except (ValueError, KeyError, TypeError):
+        return "holder details not yet written"
+
+
+# ============================================================================================
+# training checkpoints
+# ============================================================================================
+def checkpoint_files(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every ``checkpoints/step_N.pt``, newest first."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _CKPT_RE.match(p.name)) and p.is_file()]
+    return sorted(found, reverse=True)
+
+
+def save_training_checkpoint(run_dir: Path, step: int, state: dict, history: list) -> Path:
+    """``checkpoints/step_N.pt``, then ``history.json``, then ``latest``, each written atomically
+    (a kill between them leaves a complete checkpoint that ``--resume`` finds by scanning)."""
+    import torch
+
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunStateError(f"cannot write {folder}: {_reason(exc)}") from exc
+    path = folder / f"step_{step:06d}.pt"
+    atomic_write(path, lambda f: torch.save(state, f), kill="ckpt_write", step=step)
+    kill_point("ckpt_saved", step)
+    atomic_write_json(Path(run_dir) / "history.json", history, kill="history_write", step=step)
+    atomic_write(folder / "latest", path.name, kill="latest_write", step=step)
+    return path
+
+
+def load_training_checkpoint(path: Path) -> dict:
+    """The checkpoint dict, or RunStateError saying why it does not load."""
+    import torch
+
+    try:
+        if path.stat().st_size == 0:
+            raise RunStateError(f"{path} is empty (0 bytes)")
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+    except RunStateError:
+        raise
+    except Exception as exc:  # torch reports damage as RuntimeError, EOFError, UnpicklingError, ...
+        first = (str(exc).splitlines() or [""])[0][:160]
+        raise RunStateError(f"{path} is truncated or corrupt ({type(exc).__name__}: {first})") from exc
+    missing = [k for k in _CKPT_KEYS if not isinstance(ck, dict) or k not in ck]
+    if missing:
+        raise RunStateError(f"{path} is not a training checkpoint (no {', '.join(missing)})")
+    m = _CKPT_RE.match(path.name)
+    if m and int(ck["step"]) != int(m.group(1)):
+        raise RunStateError(f"{path} holds step {ck['step']}, not the step its name says")
+    return ck
+
+
+def find_resume_checkpoint(run_dir: Path) -> tuple[Path | None, dict | None, list[str]]:
+    """The newest checkpoint that loads (path, loaded dict) and one line per newer one skipped."""
+    skipped = []
+    for _, path in checkpoint_files(run_dir):
+        try:
+            return path, load_training_checkpoint(path), skipped
+        except RunStateError as exc:
+            skipped.append(str(exc))
+    return None, None, skipped
+
+
+# ============================================================================================
+# opening a run: folder, lock, resume decision
+# ============================================================================================
+def has_run_state(run_dir: Path) -> bool:
+    """Anything in the folder besides the lock file and dead writers' temp files."""
+    return run_dir.is_dir() and any(p.name != LOCK_NAME and not _TEMP_RE.match(p.name) for p in run_dir.iterdir())
+
+
+def _describe(run_dir: Path) -> str:
+    ckpts = checkpoint_files(run_dir)
+    if ckpts:
+        return f"checkpoints up to step {ckpts[0][0]}"
+    names = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_NAME and not _TEMP_RE.match(p.name))
+    return "files " + ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+
+
+def _mkdir(path: Path, exist_ok: bool = True) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise RunStateError(f"cannot create run folder {path}: {_reason(exc)}") from exc
+
+
+def _claim_fresh_dir(runs_dir: Path, name: str) -> Path:
+    """``name``, or ``name__<unix time>[_k]`` when that holds a run: created here with an exclusive
+    mkdir, so concurrent default-named runs never share a folder."""
+    first = runs_dir / name
+    if not has_run_state(first):
+        _mkdir(first)
+        return first
+    stamp = int(time.time())
+    for k in range(1, 1000):
+        cand = runs_dir / (f"{name}__{stamp}" + (f"_{k}" if k > 1 else ""))
+        try:
+            _mkdir(cand, exist_ok=False)
+            return cand
+        except FileExistsError:
+            continue
+    raise RunStateError(f"cannot find a free run folder name for {runs_dir / name}")
+
+
+def _newest_resumable(runs_dir: Path, name: str) -> Path | None:
+    """Among ``name`` and ``name__*``, the folder whose newest checkpoint file is the most recent."""
+    if not runs_dir.is_dir():
+        return None
+    best, best_t = None, -1.0
+    for d in runs_dir.iterdir():
+        if d.is_dir() and (d.name == name or (d.name.startswith(name) and d.name[len(name):].startswith("__"))):
+            ck = checkpoint_files(d)
+            if ck:
+                t = ck[0][1].stat().st_mtime
+                if t > best_t:
+                    best, best_t = d, t
+    return best
+
+
+def _as_dict(args) -> dict:
+    return dataclasses.asdict(args) if dataclasses.is_dataclass(args) else dict(vars(args))
+
+
+@dataclasses.dataclass
+class Run:
+    """An open run: its folder, the held lock (rank 0), and where training starts."""
+    dir: Path
+    lock: RunLock | None = None
+    checkpoint: Path | None = None   # the checkpoint to resume from, if any
+    state: dict | None = None        # that checkpoint, already loaded (rank 0)
+
+    def load_state(self) -> dict:
+        """The resume checkpoint's dict (loaded once; released from this object after the call)."""
+        state = self.state if self.state is not None else load_training_checkpoint(self.checkpoint)
+        self.state = None
+        return state
+
+    def close(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+
+def open_run(args, log: Callable[[str], None] | None = None) -> Run:
+    """Resolve the run folder from ``args`` (runs_dir, run_name, exp_name, seed, resume, total_steps),
+    take its lock, and decide where training starts; write args.json. Raises RunStateError, having
+    changed nothing in the run's state, when the run cannot go ahead.
+
+    - no --resume, no --run-name: ``<exp>__s<seed>``, or a time-suffixed sibling when that holds a run;
+    - no --resume, --run-name of a folder holding a run: refused (continue with --resume, or rename);
+    - --resume: the newest loadable checkpoint of ``--run-name`` (or of the newest ``<exp>__s<seed>*``
+      run); none yet in an empty or unstarted folder: step 0; checkpoints but none loadable, or a
+      finished run's files without checkpoints, or a checkpoint or final_model beyond --total-steps: refused."""
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    runs_dir = Path(args.runs_dir)
+    name = args.run_name or f"{args.exp_name}__s{args.seed}"
+    if args.resume:
+        run_dir = (None if args.run_name else _newest_resumable(runs_dir, name)) or runs_dir / name
+        _mkdir(run_dir)
+    elif args.run_name:
+        run_dir = runs_dir / name
+        _mkdir(run_dir)
+    else:
+        run_dir = _claim_fresh_dir(runs_dir, name)
+    lock = RunLock(run_dir)
+    try:
+        run = _decide_start(args, run_dir, lock, log)
+        clean_leftovers(run_dir)
+        atomic_write_json(run_dir / "args.json", _as_dict(args))
+        return run
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _decide_start(args, run_dir: Path, lock: RunLock, log) -> Run:
+    if not args.resume:
+        if has_run_state(run_dir):
+            raise RunStateError(f"{run_dir} already holds a run ({_describe(run_dir)}); continue it with --resume, "
+                                "or choose a new --run-name")
+        return Run(run_dir, lock)
+    path, state, skipped = find_resume_checkpoint(run_dir)
+    for line in skipped:
+        log(f"--resume: skipping {line}")
+    if path is None:
+        if skipped:
+            raise RunStateError(f"--resume: none of the {len(skipped)} checkpoints in {run_dir / CHECKPOINT_DIR} "
+                                "loads (see above); nothing was changed. Restore a good checkpoint there, or start "
+                                "a new --run-name")
+        finished = [n for n in ("history.json", FINAL_MODEL) if (run_dir / n).exists()]
+        if finished:
+            raise RunStateError(f"--resume: {run_dir} holds {' and '.join(finished)} but no checkpoint to resume "
+                                "from; nothing was changed. Restore its checkpoints, or start a new --run-name")
+        log(f"--resume: no checkpoint in {run_dir} yet; starting from step 0")
+        return Run(run_dir, lock)
+    step = int(state["step"])
+    if step > args.total_steps:
+        raise RunStateError(f"--resume: {path} is at step {step}, beyond --total-steps {args.total_steps}; pass "
+                            f"--total-steps {step} or more to continue this run, or start a new --run-name")
+    done = _final_model_step(run_dir)
+    if done is not None and done > args.total_steps:
+        raise RunStateError(f"--resume: {run_dir / FINAL_MODEL} holds step {done}, beyond --total-steps "
+                            f"{args.total_steps}; pass --total-steps {done} or more, or start a new --run-name")
+    log(f"--resume: continuing {run_dir} from {path.name} (step {step} of {args.total_steps})")
+    saved, now = state.get("args") or {}, _as_dict(args)
+    changed = [f"{k} {saved[k]!r} -> {v!r}" for k, v in now.items()
+               if k in saved and saved[k] != v and k not in ("resume", "total_steps", "progress", "runs_dir")]
+    if changed:
+        log("--resume: settings differ from the checkpoint's, so the run will not match an uninterrupted one: "
+            + ", ".join(changed))
+    return Run(run_dir, lock, path, state)
+
+
+def _final_model_step(run_dir: Path) -> int | None:
+    """The step a complete final_model records (None: absent, incomplete or without a step)."""
+    folder = Path(run_dir) / FINAL_MODEL
+    try:
+        m = read_manifest(folder)
+    except RunStateError:
+        return None
+    step = (m or {}).get("info", {}).get("step")
+    return step if isinstance(step, int) and manifest_problem(folder) is None else None
+
+
+def final_model_problem(run_dir: Path, step: int) -> str | None:
+    """Why ``final_model`` is not the complete model of ``step`` (None when it is)."""
+    folder = Path(run_dir) / FINAL_MODEL
+    if not folder.is_dir():
+        return "it is missing"
+    try:
+        m = read_manifest(folder)
+    except RunStateError as exc:
+        return str(exc)
+    if m is None:
+        return f"it has no {MANIFEST_NAME} (an interrupted or old-style write)"
+    problem = manifest_problem(folder, deep=True)
+    if problem:
+        return problem
+    if m.get("info", {}).get("step") != step:
+        return f"it holds step {m.get('info', {}).get('step')}, not {step}"
+    return None
