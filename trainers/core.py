@@ -1,15 +1,14 @@
-"""Shared machinery of the GRPO-family trainers (para_grpo.py, grpo.py, sequential_tool.py).
+"""The run loop of the GRPO-family trainers (para_grpo.py, grpo.py, sequential_tool.py).
 
-What lives here, top to bottom:
-    GRPOArgs, arg, parse_args   every knob with its help text; a dataclass -> argparse helper
-    rollouts                    G multi-turn episodes per prompt, batched across rollouts and
-                                prompts; the policy also plays the sub-agents (env.begin_turn /
-                                env.deliver: the env parses, crops and scores, never this file)
-    advantages                  reward scale/bias, group normalisation, batch normalisation
-    grpo_loss                   PPO-clip token loss vs behaviour log-probs + k3 KL to a frozen
-                                reference + optional log-prob anchor on structural tokens
-    train(args)                 the loop: rollouts -> advantages -> update -> log/eval/checkpoint
+    GRPOArgs, parse_args   every knob with its help text; a dataclass -> argparse helper
+    setup                  devices, processes (torchrun: DDP), the policy and its frozen reference
+    grpo_update            log-probs of the rollouts' tokens, PPO-clip + KL (+ log-prob anchor) loss,
+                           backward, clip, step
+    evaluate               validation episodes with and without the tool
+    train(args)            rollouts -> advantages -> update -> log / eval / checkpoint
 
+The rest has its own home: the pure maths in trainers/algos.py, rollout collection and episode
+metrics in trainers/rollouts.py, run folders, locks, checkpoints and resume in trainers/run_state.py.
 The scripts differ only in their defaults (PARA-GRPO on, vanilla GRPO off, sequential dispatch).
 Reward: the environment's ``paravt_env.rewards.score`` with a ``RewardConfig`` built from the knobs.
 """
@@ -31,11 +30,14 @@ import numpy as np
 import torch
 
 from trainers import run_state
+from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
+                            structural_mask)
+from trainers.rollouts import (Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
+                               episode_stats, make_env, reward_config)
 from trainers.run_state import RunStateError
 
 GATING_BUDGETS = (4, 8, 16, 32, 64)
 ANCHOR_MODES = ("bonus", "logprob")
-NORM_MODES = ("std", "mean", "none")
 # Grammar tags whose positions the log-prob anchor touches (tool responses are never generated).
 STRUCTURAL_TAGS = ("<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>",
                    "<tool_code>", "</tool_code>")
@@ -223,11 +225,6 @@ def setup_distributed(device_arg: str) -> tuple[Dist, torch.device]:
     return Dist(rank, world, local), device
 
 
-def derive_seed(*parts: int) -> int:
-    """A reproducible 31-bit seed from integers (never Python's salted hash(): PAPER defect 5)."""
-    return int(np.random.SeedSequence([int(p) % (2**63) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
-
-
 def suppress_tokens(model, token_ids: Sequence[int]):
     """The policy's action space excludes `token_ids` (their logits -> -1e9 in every forward, for
     sampling and training alike, so behaviour and training log-probs stay consistent)."""
@@ -267,207 +264,6 @@ def structural_ids(tokenizer) -> list[int]:
     return ids
 
 
-# ============================================================================================
-# environment + rollouts
-# ============================================================================================
-def reward_config(args):
-    from paravt_env.rewards import RewardConfig
-
-    bonus = args.anchor_mode == "bonus"
-    return RewardConfig(format_weight=args.format_weight, answer_suffix=args.answer_suffix,
-                        anchor_lambda=args.anchor_lambda if bonus else 0.0,
-                        penalty_gamma=args.penalty_gamma if bonus else 0.0, tool_reward=args.tool_reward)
-
-
-class LMMSubagent:
-    """The env's callable sub-agent hook f(frames, question) -> str, played by the policy (used
-    by plain env.step; the trainer batches sub-agent calls through begin_turn/deliver instead)."""
-
-    def __init__(self, policy, max_new_tokens: int = 32, temperature: float = 0.0):
-        self.policy, self.max_new_tokens, self.temperature = policy, max_new_tokens, temperature
-
-    def __call__(self, frames, question: str) -> str:
-        window = (float(frames.timestamps[0]), float(frames.timestamps[-1]))
-        conv = self.policy.start(subagent_messages(frames, window, question))
-        [c] = self.policy.generate([conv], temperature=self.temperature, max_new_tokens=self.max_new_tokens,
-                                   prefix="", stop=())
-        return clean_summary(c.text, self.policy)
-
-
-def subagent_messages(frames, window, question):
-    from agents.lmm.corpus import subagent_messages as msgs  # the format the sub-agent skill was pretrained on
-
-    return msgs(frames, window, question)
-
-
-def clean_summary(text: str, policy) -> str:
-    for t in ("<|im_end|>", "<|endoftext|>"):
-        text = text.replace(t, "")
-    return text.strip()
-
-
-def make_env(args, split: str, policy=None, tools: bool | None = None):
-    from paravt_env.env import ParaVTLongVideoEnv
-
-    return ParaVTLongVideoEnv(
-        split=split, world_seed=args.world_seed, dataset_size=args.dataset_size,
-        frame_budget=args.frame_budget, nframes_gating=args.nframes_gating,
-        gating_budgets=tuple(int(k) for k in str(args.gating_budgets).split(",") if k.strip()), dispatch=args.dispatch,
-        max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
-        subagent=(LMMSubagent(policy, args.subagent_max_new_tokens)
-                  if policy is not None and args.subagent == "policy" else "oracle"),
-        think_prefix="<think>\n" if args.think_prefix else None,
-        frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
-        reward_config=reward_config(args), tools=args.tools if tools is None else tools)
-
-
-@dataclass
-class Rollout:
-    env: Any
-    group: int                    # index of its prompt in the step
-    conv: Any = None              # main-agent Conversation
-    sub_convs: list = field(default_factory=list)  # one finished Conversation per sub-agent call
-    reward: float = 0.0
-    info: dict = field(default_factory=dict)
-    done: bool = False
-    gen_tokens: int = 0
-    main_tokens: int = 0
-    sub_tokens: int = 0
-
-
-@dataclass
-class Timer:
-    totals: dict = field(default_factory=lambda: defaultdict(float))
-
-    def __call__(self, name):
-        timer = self
-
-        class _T:
-            def __enter__(self):
-                self.t = time.perf_counter()
-
-            def __exit__(self, *exc):
-                timer.totals[name] += time.perf_counter() - self.t
-        return _T()
-
-
-def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups: Sequence[int], *,
-                     temperature: float, top_p: float, max_new_tokens: int, sub_max_new_tokens: int,
-                     think_prefix: bool, gen_seed: int, timer: Timer | None = None,
-                     reset_options: Sequence[dict | None] | None = None) -> list[Rollout]:
-    """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
-    the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
-    a turn form one more batch. Returns finished rollouts with the token-level conversations."""
-    timer = timer or Timer()
-    rollouts = []
-    with timer("env"):
-        for i, (env, s) in enumerate(zip(envs, reset_seeds)):
-            _, info = env.reset(seed=int(s), options=(reset_options[i] if reset_options else None))
-            r = Rollout(env, groups[i], info=info)
-            r.conv = policy.start(info["messages"])
-            rollouts.append(r)
-    prefix = "<think>\n" if think_prefix else ""
-    temp = temperature if temperature > 0 else 0.0
-    # A turn ends at </answer>, end of turn, the token budget, or after as many closed calls as the
-    # env executes per turn (parallel: max_calls_per_turn; sequential: 1). Never at the first call.
-    max_calls = 1 if envs[0].dispatch == "sequential" else envs[0].max_calls
-    turn = 0
-    while True:
-        active = [r for r in rollouts if not r.done]
-        if not active:
-            break
-        with timer("generate_main"):
-            comps = policy.generate([r.conv for r in active], temperature=temp, top_p=top_p,
-                                    max_new_tokens=max_new_tokens, prefix=prefix, max_calls=max_calls,
-                                    seed=derive_seed(gen_seed, turn, 0))
-        pending = []  # (rollout, crop results)
-        for r, c in zip(active, comps):
-            r.conv.append_completion(c)
-            n = sum(c.generated_mask)
-            r.gen_tokens += n
-            r.main_tokens += n
-            with timer("env"):
-                finished, parsed, notes, results = r.env.begin_turn(c.text)
-            if finished is not None:
-                _, r.reward, _, _, r.info = finished
-                r.done = True
-            else:
-                pending.append((r, results))
-        if pending:
-            # the env's own oracle writes summaries when configured so; the policy answers the rest
-            jobs = [(r, res) for r, results in pending if r.env.subagent != "oracle" for res in results if res.ok]
-            summaries: dict[int, str] = {}
-            for r, results in pending:
-                if r.env.subagent == "oracle":
-                    summaries.update({id(res): text for res, text in zip(results, r.env.summarize(results))})
-            if jobs:
-                with timer("env"):
-                    sub_convs = [policy.start(subagent_messages(res.frames, res.window, r.env.episode.question.prompt()))
-                                 for r, res in jobs]
-                with timer("generate_sub"):
-                    sub_comps = policy.generate(sub_convs, temperature=temp, top_p=top_p,
-                                                max_new_tokens=sub_max_new_tokens, prefix="", stop=(),
-                                                seed=derive_seed(gen_seed, turn, 1))
-                for (r, res), sc, sconv in zip(jobs, sub_comps, sub_convs):
-                    sconv.append_completion(sc)
-                    r.sub_convs.append(sconv)
-                    n = sum(sc.generated_mask)
-                    r.gen_tokens += n
-                    r.sub_tokens += n
-                    summaries[id(res)] = clean_summary(sc.text, policy)
-            with timer("env"):
-                for r, results in pending:
-                    r.env.deliver(results, [summaries.get(id(res), "") for res in results])
-                    r.conv = policy.extend(r.conv, [r.env.messages[-1]])
-        turn += 1
-    return rollouts
-
-
-def episode_record(r: Rollout) -> dict:
-    """The plain-data facts of one finished rollout that metrics are computed from (picklable, so
-    processes can gather them)."""
-    info = r.info
-    return {"reward": float(r.reward), "family": info.get("family", ""),
-            "correct": float(bool(info.get("correct", False))),
-            "format_reward": float(info.get("format_reward", 0.0)),
-            "format_reward_common": float(info.get("format_reward_common", 0.0)),
-            "executed": float(info.get("num_tool_calls", 0)), "emitted": float(info.get("num_tool_calls_emitted", 0)),
-            "calls_per_turn": list(info.get("tool_calls_per_turn", [])),
-            "frame_budget": float(info.get("frame_budget", 0)),
-            "components": {k: float(v) for k, v in info.get("reward_components", {}).items()}}
-
-
-def episode_stats(records: Sequence[dict], per_family: bool = False) -> dict[str, float]:
-    """Metrics over finished rollouts (records from `episode_record`), one number each:
-
-    tool_calls_per_rollout is kappa as the released code counts it: sub-agent calls that executed.
-    tool_calls_emitted_per_rollout counts parseable calls written, executed or not (a call in the
-    answering turn or the last allowed turn, or past the per-turn limit, is emitted, not executed).
-    parallel_turn_fraction: of the turns that executed >= 1 call, the share that executed >= 2
-    (pooled over the rollouts; 0 when no turn executed a call). format_reward is the row's own
-    reward configuration; format_reward_common the released PARA-GRPO format on the same text."""
-    def mean(key):
-        return float(np.mean([x[key] for x in records])) if records else 0.0
-
-    turns = [n for x in records for n in x["calls_per_turn"] if n >= 1]
-    out = {"reward": mean("reward"), "accuracy": mean("correct"), "format_reward": mean("format_reward"),
-           "format_reward_common": mean("format_reward_common"), "tool_calls_per_rollout": mean("executed"),
-           "tool_calls_emitted_per_rollout": mean("emitted"),
-           "parallel_turn_fraction": float(np.mean([n >= 2 for n in turns])) if turns else 0.0,
-           "frame_budget": mean("frame_budget")}
-    components = defaultdict(list)
-    for x in records:
-        for k, v in x["components"].items():
-            components[k].append(v)
-    out.update({f"reward_components/{k}": float(np.mean(v)) for k, v in sorted(components.items())})
-    if per_family:
-        fam = defaultdict(list)
-        for x in records:
-            fam[x["family"]].append(x["correct"])
-        out.update({f"accuracy/{f}": float(np.mean(v)) for f, v in sorted(fam.items())})
-    return out
-
-
 def gather_records(records: list[dict], dist: Dist) -> list[dict]:
     """Every process's records, in rank order (the records themselves on a single process)."""
     if dist.world == 1:
@@ -478,62 +274,8 @@ def gather_records(records: list[dict], dist: Dist) -> list[dict]:
 
 
 # ============================================================================================
-# GRPO maths
+# the update
 # ============================================================================================
-def _normalize(x: np.ndarray, mode: str, eps: float = 1e-6, sum_over_processes=None) -> np.ndarray:
-    """(x - mean) / (std + eps) ("std"), x - mean ("mean") or x ("none"). With `sum_over_processes`
-    (a function summing a small array over every process) mean and std are those of the union of
-    every process's x, so data-parallel training normalises over the global batch."""
-    if mode == "none":
-        return x
-    moments = np.array([x.size, x.sum(), np.square(x).sum()], dtype=np.float64)
-    if sum_over_processes is not None:
-        moments = sum_over_processes(moments)
-    n, total, total_sq = moments
-    if n == 0:
-        return x
-    mean = total / n
-    centred = x - mean
-    if mode == "mean":
-        return centred
-    std = np.sqrt(max(total_sq / n - mean * mean, 0.0))  # population std (ddof 0)
-    return centred / (std + eps)
-
-
-def compute_advantages(rewards: Sequence[float], groups: Sequence[int], *, scale: float = 1.0, bias: float = 0.0,
-                       group_norm: str = "std", batch_norm: str = "std", eps: float = 1e-6,
-                       sum_over_processes=None) -> np.ndarray:
-    """r' = scale * r + bias; A = group-normalised r' (per prompt: a group lives on one process),
-    then normalised over the batch: the global batch when `sum_over_processes` is given (see
-    `_normalize`). std uses the population standard deviation (ddof 0) plus eps."""
-    r = np.asarray(rewards, dtype=np.float64) * scale + bias
-    g = np.asarray(groups)
-    adv = np.empty_like(r)
-    for k in np.unique(g):
-        sel = g == k
-        adv[sel] = _normalize(r[sel], group_norm, eps)
-    return _normalize(adv, batch_norm, eps, sum_over_processes)
-
-
-def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
-                    adv: torch.Tensor, mask: torch.Tensor, *, clip_eps: float, kl_coef: float):
-    """Per-token PPO-clip loss + kl_coef * k3(KL to reference). All tensors shape (T,) or (B, T);
-    `adv` broadcasts. Returns (loss_per_token, stats per token: ratio, clipped, kl). Masking and
-    aggregation are the caller's (token-mean over all trained tokens)."""
-    ratio = torch.exp(logp - old_logp)
-    pg1 = ratio * adv
-    pg2 = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv
-    loss = -torch.minimum(pg1, pg2)
-    clipped = (pg2 < pg1).float()  # the clip is the active branch
-    if ref_logp is not None and kl_coef != 0:
-        d = ref_logp - logp
-        kl = torch.exp(d) - d - 1  # k3 estimator of KL(pi || ref)
-        loss = loss + kl_coef * kl
-    else:
-        kl = torch.zeros_like(logp)
-    return loss * mask, {"ratio": ratio.detach(), "clipped": clipped.detach(), "kl": kl.detach()}
-
-
 def sequence_logprobs(model, policy, convs: Sequence, want_entropy: bool = False):
     """Log-probs of every token of each conversation under `model` (a raw HF module or its DDP
     wrapper), aligned with conv.token_ids (0 before the first generated token), at each
@@ -556,18 +298,6 @@ def sequence_logprobs(model, policy, convs: Sequence, want_entropy: bool = False
                 ent = -(logsm.exp() * logsm).sum(-1)
             ents.append(torch.cat([ent.new_zeros(len(c) - n), ent]))
     return lps, ents
-
-
-def structural_mask(token_ids: Sequence[int], generated_mask: Sequence[bool], struct_ids: Sequence[int]) -> list[bool]:
-    """True at GENERATED positions holding a structural tag token (the prefilled <think> is not generated)."""
-    ids = set(int(t) for t in struct_ids)
-    return [bool(g) and int(t) in ids for t, g in zip(token_ids, generated_mask)]
-
-
-def anchor_loss(logp: torch.Tensor, smask: torch.Tensor, lam: float, n_struct: float) -> torch.Tensor:
-    """The paper's selective anchor as a loss: -lambda * (sum of log pi over structural positions) / n_struct,
-    i.e. +lambda * mean structural log-prob added to the objective."""
-    return -lam * (logp * smask).sum() / max(float(n_struct), 1.0)
 
 
 @dataclass
