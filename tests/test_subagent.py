@@ -67,6 +67,7 @@ def test_fit_frames_gives_what_the_image_processor_makes_of_a_64px_frame():
 def test_clean_summary_strips_chat_tokens():
     assert clean_summary(" Scenes: a.<|im_end|>") == "Scenes: a."
     assert clean_summary("x<|endoftext|><|endoftext|>\n") == "x"
+    assert clean_summary("a <|vision_start|><|image_pad|><|vision_end|>b<|im_start|>") == "a b"
 
 
 def test_auto_frame_size_comes_from_the_checkpoint(policy):
@@ -82,15 +83,15 @@ def test_batch_equals_single_calls_and_run_returns_training_sequences(policy):
     wc = WorldConfig()
     ds = SyntheticDataset("validation", 0, 30)
     crops = [(ds[i].source.crop(40.0 * i, 40.0 * i + 12, 1.0, 8, wc.frame_size), ds[i].question.prompt())
-             for i in range(3)]
-    sub = Subagent(policy, max_new_tokens=24)
+             for i in range(2)]
+    sub = Subagent(policy, max_new_tokens=16)
     batched = sub.batch(crops)
     assert batched == [sub(f, q) for f, q in crops]
     res = sub.run(crops)
     assert [r.summary for r in res] == batched
     for r in res:
         gen = [t for t, m in zip(r.conversation.token_ids, r.conversation.generated_mask) if m]
-        assert gen == r.completion.token_ids and 0 < len(gen) <= 24
+        assert gen == r.completion.token_ids and 0 < len(gen) <= 16
         assert clean_summary(policy.tokenizer.decode(gen)) == r.summary
     empty = Frames(np.zeros((0, 56, 56, 3), np.uint8), np.zeros(0))
     assert sub.batch([(empty, "q")]) == ["No frames."]

@@ -31,8 +31,8 @@ the same command resumes it.
 Presets (``--preset``; an explicit flag always wins over its preset):
     cpu  (default; what ``agents.lmm.default.default_checkpoint`` builds when nothing is shipped):
          small corpora, fixed step counts: a demo, too short to learn to see
-    gpu  one H200: ~100k captions, 16k direct answers, 8k native traces, batches of up to 1024
-         sequences, a 9-minute budget per run (corpus included)
+    gpu  one H200: 80k captions (40k single frames, 40k crops), 12k direct answers, 6k native
+         traces; batches of up to 1024 sequences; a 9-minute budget per run, corpus included
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
@@ -87,8 +87,9 @@ class Args:
                                                         "(<out>/strong, <out>/weak)", "choices": ("strong", "weak", "both")})
     out: str = field(default="checkpoints/sft", metadata={"help": "output directory (base/ and cold_start/ go here)"})
     runs_dir: str = field(default="runs", metadata={"help": "TensorBoard root; the run goes to <runs_dir>/<run name>"})
-    corpus_dir: str = field(default="", metadata={"help": "pre-rendered corpus folder (default: <runs_dir>/corpus/<hash "
-                                                  "of the data settings>, shared by builds with the same data)"})
+    corpus_dir: str = field(default="", metadata={"help": "pre-rendered corpus folder (default: $PARAVT_CACHE or "
+                                                  "~/.cache/paravt-gym, then corpus/<hash of the data settings>: "
+                                                  "shared by builds with the same data)"})
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0 = torch default)"})
     device: str = field(default="cpu", metadata={"help": "torch device (cpu, cuda, cuda:1, ...)"})
     preset: str = field(default="cpu", metadata={"help": "cpu: the small default build; gpu: one H200, many more "
@@ -101,6 +102,8 @@ class Args:
     time_budget_s: float = field(default=0.0, metadata={"help": "wall-clock budget of the whole run in seconds, corpus "
                                                         "included (0 = none): stage 1 ends in time for stage 2; a hard "
                                                         "stop at the budget still saves"})
+    deadline_unix: float = field(default=0.0, metadata={"help": "absolute stop time (unix seconds) instead of "
+                                                        "--time-budget-s; --tool-prior both passes it to its builds"})
     stage2_share: float = field(default=0.12, metadata={"help": "share of the time left after the corpus kept for "
                                                         "stage 2 (with --time-budget-s)"})
     checkpoint_every_s: float = field(default=90.0, metadata={"help": "save the resumable run state every N seconds"})
@@ -149,8 +152,8 @@ class Args:
     log_every: int = field(default=10, metadata={"help": "TensorBoard scalar period (steps)"})
     eval_every: int = field(default=0, metadata={"help": "greedy held-out caption F1 every N steps (0 = end of "
                                                  "each stage only)"})
-    eval_frames: int = field(default=16, metadata={"help": "held-out single frames of that quick eval"})
-    eval_crops: int = field(default=8, metadata={"help": "held-out crops of that quick eval"})
+    eval_frames: int = field(default=0, metadata={"help": "held-out single frames of that quick eval (0 = none)"})
+    eval_crops: int = field(default=0, metadata={"help": "held-out crops of that quick eval (0 = none)"})
     eval_max_new_tokens: int = field(default=128, metadata={"help": "tokens per caption in that quick eval"})
     progress: bool = field(default=True, metadata={"help": "show tqdm progress bars"})
 
@@ -170,9 +173,9 @@ class Args:
 PRESETS = {
     "cpu": {},
     "gpu": dict(device="cuda", budgets="4,8,16,32,64", workers=15, time_budget_s=540.0,
-                stage1_frame=40000, stage1_caption=40000, stage1_direct=16000, stage1_tool=8000,
+                stage1_frame=40000, stage1_caption=40000, stage1_direct=12000, stage1_tool=6000,
                 stage1_steps=20000, stage1_lr=2e-3,
-                stage2_tool=4000, stage2_direct=2000, stage2_frame=1000, stage2_caption=2000,
+                stage2_tool=3000, stage2_direct=1500, stage2_frame=1000, stage2_caption=2000,
                 stage2_steps=200, stage2_lr=1e-3,
                 batch_size=1024, batch_tokens=262144, warmup=100, log_every=25, eval_every=250,
                 eval_frames=128, eval_crops=64),
@@ -180,7 +183,7 @@ PRESETS = {
 
 # Fields that do not change what is learned (a resumed run may differ in them).
 RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "device", "workers", "progress",
-                  "time_budget_s", "checkpoint_every_s", "log_every", "eval_every", "eval_frames", "eval_crops",
+                  "time_budget_s", "deadline_unix", "checkpoint_every_s", "log_every", "eval_every", "eval_frames", "eval_crops",
                   "eval_max_new_tokens",
                   "stage2_share")
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
@@ -223,6 +226,9 @@ def parse_args(argv=None, cls=Args):
 # ============================================================================================
 # Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
 _COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0}
+# Every corpus part; its position seeds its chunks, so a part's data never depends on which other
+# parts a build asked for (the strong and the weak build share one corpus).
+PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption")
 
 
 def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
@@ -255,13 +261,27 @@ def _chunks_of(counts: dict, chunk_cost: float = 1000.0) -> list[dict]:
     return [dict(counts, **{key: min(size, n - lo)}) for lo in range(0, n, size)]
 
 
+def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
+    """(part, chunk index, counts, build_corpus kwargs with the chunk's seed) of every chunk. A
+    chunk's seed depends only on the run seed, its part and its index."""
+    jobs = []
+    for name, (counts, kwargs) in sorted(plan.items()):
+        for j, c in enumerate(_chunks_of(counts)):
+            seed = int(np.random.SeedSequence([args.seed, PARTS.index(name), j]).generate_state(1)[0])
+            jobs.append((name, j, c, dict(kwargs, seed=seed)))
+    return jobs
+
+
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def resolve_corpus_dir(args: Args) -> Path:
-    return Path(args.corpus_dir) if args.corpus_dir else Path(args.runs_dir) / "corpus" / data_key(args)
+    """``--corpus-dir``, else a cache folder named by the data settings (kept out of ``--out`` and
+    ``--runs-dir``: it holds gigabytes of frames for the gpu preset)."""
+    from agents.lmm.default import cache_root
+    return Path(args.corpus_dir) if args.corpus_dir else cache_root() / "corpus" / data_key(args)
 
 
 class _Lock:
@@ -299,14 +319,10 @@ def prepare_corpus(args: Args, plan: dict, progress: bool = True):
         tok = AutoTokenizer.from_pretrained(str(tdir), local_files_only=True)
         from agents.lmm.tokenizer import CHAT_TEMPLATE
         tok.chat_template = tok.chat_template or CHAT_TEMPLATE
-        jobs = []  # (part, chunk index, counts, kwargs, path)
-        for pi, (name, (counts, kwargs)) in enumerate(sorted(plan.items())):
+        jobs = [(name, j, c, kw, str(cdir / name / f"chunk_{j:05d}.npz")) for name, j, c, kw in chunk_jobs(args, plan)]
+        for name in plan:
             (cdir / name).mkdir(exist_ok=True)
-            for j, c in enumerate(_chunks_of(counts)):
-                path = cdir / name / f"chunk_{j:05d}.npz"
-                if not path.is_file():
-                    jobs.append((name, j, c, dict(kwargs, seed=int(np.random.SeedSequence([args.seed, pi, j])
-                                                                    .generate_state(1)[0])), str(path)))
+        jobs = [job for job in jobs if not Path(job[4]).is_file()]
         stats: dict[str, list] = {}
         work = sum(sum(_COST[k] * v for k, v in c.items() if k in _COST) for _, _, c, _, _ in jobs)
         with tqdm(total=work, desc="corpus", disable=not progress or not jobs, dynamic_ncols=True, mininterval=5) as bar:
@@ -531,8 +547,9 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
     model.train()
     t_last_save = time.time()
     stopped = None
-    bar = tqdm(total=stage.steps, initial=step, desc=f"{args.tool_prior} {stage.name}", disable=not args.progress,
-               dynamic_ncols=True, mininterval=5)
+    # a time-bound stage has no known step count: the bar counts steps and shows the schedule's progress
+    bar = tqdm(total=None if math.isfinite(stage.alloc_s) else stage.steps, initial=step,
+               desc=f"{args.tool_prior} {stage.name}", disable=not args.progress, dynamic_ncols=True, mininterval=5)
     pending_loss = []
     while True:
         progress = max(step / max(1, stage.steps), train_s / stage.alloc_s)
@@ -571,7 +588,7 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
                 writer.add_scalar(f"{stage.name}/grad_norm", float(gnorm), step)
                 writer.add_scalar(f"{stage.name}/progress", progress, step)
                 writer.add_scalar(f"{stage.name}/sequences_per_step", float(np.mean([x[2] for x in pending_loss])), step)
-            bar.set_postfix(loss=f"{mean:.3f}", part=part, refresh=False)
+            bar.set_postfix(loss=f"{mean:.3f}", progress=f"{progress:.0%}", refresh=False)
             pending_loss = []
         train_s += time.time() - t0
         if args.eval_every and step % args.eval_every == 0:
@@ -601,7 +618,8 @@ def state_key(args: Args) -> str:
 def main(args: Args) -> Path:
     """Build (or resume building) one prior's checkpoints; ``--tool-prior both`` builds two."""
     t_start = time.time()
-    deadline = t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf
+    deadline = (args.deadline_unix if args.deadline_unix > 0 else
+                t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
     if args.tool_prior == "both":
         return main_both(args, t_start, deadline)
     from torch.utils.tensorboard import SummaryWriter
@@ -659,6 +677,7 @@ def main(args: Args) -> Path:
     sub = Subagent(eval_policy, frame_size=None, max_new_tokens=args.eval_max_new_tokens, batch_size=256)
 
     def evaluate(stage_name: str, step: int) -> dict:
+        model.eval()
         res = {}
         for name, items in eval_sets.items():
             if items:
@@ -666,8 +685,9 @@ def main(args: Args) -> Path:
                 res[f"{name}_object_f1"], res[f"{name}_scene_accuracy"] = r["object_f1"], r["scene_accuracy"]
         for k, v in res.items():
             writer.add_scalar(f"{stage_name}/eval/{k}", v, step)
-        print(f"[sft] {args.tool_prior} {stage_name} step {step}: " + ", ".join(f"{k} {v:.3f}" for k, v in res.items()),
-              file=sys.stderr)
+        if res:
+            print(f"[sft] {args.tool_prior} {stage_name} step {step}: " + ", ".join(f"{k} {v:.3f}" for k, v in res.items()),
+                  file=sys.stderr)
         return res
 
     key = state_key(args)
@@ -739,12 +759,11 @@ def main_both(args: Args, t_start: float, deadline: float) -> Path:
     import multiprocessing as mp
 
     prepare_corpus(args, corpus_plan(args, ("strong", "weak")), progress=args.progress)
-    left = deadline - time.time()
     procs = []
     for prior in ("strong", "weak"):
         child = dataclasses.replace(args, tool_prior=prior, out=str(Path(args.out) / prior), workers=0,
                                     corpus_dir=str(resolve_corpus_dir(args)),
-                                    time_budget_s=max(1.0, left) if math.isfinite(left) else 0.0)
+                                    deadline_unix=deadline if math.isfinite(deadline) else 0.0)
         p = mp.get_context("spawn").Process(target=_child, args=(dataclasses.asdict(child),), name=f"sft-{prior}")
         p.start()
         procs.append((prior, p))

@@ -75,6 +75,8 @@ def default_checkpoint(prior: str = "strong", cache_dir: str | None = None, prog
     shutil.rmtree(tmp, ignore_errors=True)
     args = sft.Args(tool_prior=prior, out=str(tmp), runs_dir=str(cache_root(cache_dir) / "runs"),
                     progress=progress, exp_name="default", **overrides)
+    if not args.corpus_dir:  # the pre-rendered corpus is cached next to the checkpoints
+        args.corpus_dir = str(cache_root(cache_dir) / "corpus" / sft.data_key(args))
     if progress:
         print(f"[paravt-gym] building the default {prior}-prior tiny LMM in {root} (first use only)",
               file=sys.stderr)

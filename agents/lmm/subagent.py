@@ -22,6 +22,7 @@ batched caller render the very same tokens.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -71,11 +72,14 @@ def fit_frames(images, size: tuple[int, int] | None) -> np.ndarray:
     return np.stack([np.asarray(Image.fromarray(f).resize((w, h), Image.BICUBIC)) for f in arr])
 
 
+_SPECIAL = re.compile(r"<\|[a-z_]+\|>")
+
+
 def clean_summary(text: str) -> str:
-    """A completion's text without chat end tokens and surrounding whitespace."""
-    for t in ("<|im_end|>", "<|endoftext|>"):
-        text = text.replace(t, "")
-    return text.strip()
+    """A completion's text without Qwen-style special tokens (``<|im_end|>``, ``<|image_pad|>``,
+    ...) and surrounding whitespace: the summary becomes part of the main agent's next message,
+    where such a token would be read as chat structure or as an image slot."""
+    return _SPECIAL.sub("", text).strip()
 
 
 @dataclass
