@@ -367,10 +367,31 @@ def test_time_budget_stops_cleanly_and_the_same_command_resumes(tmp_path, shared
         sft.main(sft.parse_args(argv + ["--stage1-lr", "1e-4"]))
     done = sft.main(sft.parse_args(argv))        # the same command, no budget: resumes and finishes
     info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
-    # the resumed stage 1 keeps its planned horizon (1 s under the 5 s budget): at least one step
-    assert done.name == "cold_start" and 1 <= info["stage1_steps_done"] <= 3 and info["stage2_steps_done"] == 1
+    assert done.name == "cold_start" and info["stage1_steps_done"] == 3 and info["stage2_steps_done"] == 1
+    assert info["stage2_stopped"] is None
     assert not (tmp_path / "out" / sft.STATE_FILE).exists()
     assert sft.main(sft.parse_args(argv)) == done  # already built: nothing to do
+
+
+def test_stage1_horizon_keeps_time_for_stage2():
+    sft = _sft()
+    st = sft.Stage("stage1", {}, {}, steps=100, lr=1.0, end_by=1000.0, next_steps=50, next_share=0.2)
+    assert st.horizon(0.0, 900.0, None) == pytest.approx(80.0)           # 100 s left, 20 % kept
+    assert st.horizon(10.0, 900.0, 0.5) == pytest.approx(10 + 100 - 50 * 0.5 * 1.3 - 15)
+    assert st.horizon(30.0, 999.0, 0.5) == 30.0                          # out of time: the horizon is now
+    assert sft.Stage("s", {}, {}, 5, 1.0, alloc_s=7.0).horizon(1.0, 0.0, 0.1) == 7.0   # no budget
+
+
+@pytest.mark.slow
+def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0"]
+    path = sft.main(sft.parse_args(argv + ["--time-budget-s", "60"]))
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert path.name == "cold_start" and (path / "config.json").is_file() and info["stage2_stopped"] == "time budget"
+    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=False)
+    assert state["stage"] == "stage2" and state["step"] == info["stage2_steps_done"] > 0
 
 
 @pytest.mark.slow

@@ -525,6 +525,19 @@ class Stage:
     lr: float
     alloc_s: float = math.inf      # the schedule's time horizon (progress = max(step/steps, time/alloc))
     caption_only_until: float = 0.0  # progress below which only caption parts are sampled
+    end_by: float = math.inf       # unix time by which this stage AND the next one's steps must be done
+    next_steps: int = 0            # the next stage's step count (its time is kept free)
+    next_share: float = 0.0        # share of the time before end_by kept for the next stage until
+                                   # this stage's own step time is measured
+
+    def horizon(self, train_s: float, now: float, sec_per_step: float | None) -> float:
+        """The training seconds this stage may take in all: up to ``end_by`` minus the time the
+        next stage's steps will need (1.3x this stage's measured step time, +15 s)."""
+        if not math.isfinite(self.end_by):
+            return self.alloc_s
+        left = self.end_by - now
+        keep = self.next_steps * sec_per_step * 1.3 + 15.0 if sec_per_step else left * self.next_share
+        return max(train_s, train_s + left - keep)
 
 
 def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: float, state: dict | None,
@@ -538,7 +551,6 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
     if state:
         opt.load_state_dict(state["opt"])
         step, train_s, history = state["step"], state["train_seconds"], state["history"]
-        stage.alloc_s = state["alloc_seconds"]
     rng = np.random.default_rng([args.seed, int(stage.name[-1]), step])  # the resume point fixes the data order
     batchers = {n: Batcher(r.lens, args.batch_size, args.batch_tokens, rng) for n, r in stage.parts.items() if len(r)}
     names = sorted(batchers)
@@ -551,12 +563,15 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
     bar = tqdm(total=None if math.isfinite(stage.alloc_s) else stage.steps, initial=step,
                desc=f"{args.tool_prior} {stage.name}", disable=not args.progress, dynamic_ncols=True, mininterval=5)
     pending_loss = []
+    step0, wall0 = step, time.time()
     while True:
-        progress = max(step / max(1, stage.steps), train_s / stage.alloc_s)
-        if progress >= 1.0:
-            break
+        measured = (time.time() - wall0) / (step - step0) if step - step0 >= 20 else None
+        stage.alloc_s = stage.horizon(train_s, time.time(), measured)
+        progress = max(step / max(1, stage.steps), train_s / stage.alloc_s if stage.alloc_s > 0 else 1.0)
         if time.time() >= deadline:
             stopped = "time budget"
+            break
+        if progress >= 1.0:
             break
         t0 = time.time()
         allowed = caption_parts if progress < stage.caption_only_until and caption_parts else names
@@ -625,11 +640,11 @@ def main(args: Args) -> Path:
     from torch.utils.tensorboard import SummaryWriter
 
     out = Path(args.out)
-    if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
+    state_path = out / STATE_FILE
+    if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file() and not state_path.exists():
         print(f"[sft] {out} is already built (cold_start + sft_args.json); nothing to do", file=sys.stderr)
         return out / "cold_start"
     out.mkdir(parents=True, exist_ok=True)
-    state_path = out / STATE_FILE
     state = torch.load(state_path, map_location="cpu", weights_only=False) if state_path.is_file() else None
     if state is not None and state["key"] != state_key(args):
         raise SystemExit(f"{state_path} belongs to a run with other settings; resume with the same flags, or delete "
@@ -704,21 +719,28 @@ def main(args: Args) -> Path:
                           info_done=info_done if info_done is not None else {k: info[k] for k in info
                                                                              if k.startswith("stage1")}), state_path)
 
-    remaining = deadline - time.time()
+    # Stage 1 runs until the time left is what stage 2's steps need (+ a final eval and save);
+    # without a budget it runs its steps.
     s1 = Stage("stage1", {n: r for n, r in parts.items() if n.startswith("s1_")},
                {"s1_native": args.tool_weight}, args.stage1_steps, args.stage1_lr,
-               caption_only_until=args.perception_warmup,
-               alloc_s=max(1.0, remaining * (1 - args.stage2_share) - 10.0) if math.isfinite(remaining) else math.inf)
+               caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
+               next_steps=args.stage2_steps, next_share=args.stage2_share)
     s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)
     def stopped_early(stage_name, r, alloc_s):
-        """Out of time: keep what is learned (``base``) and the state to resume from; say so."""
+        """Out of time: keep what is learned (``base`` after a cut stage 1; ``cold_start`` marked
+        ``stage2_stopped`` after a cut stage 2) and the state to resume from; say so."""
         save_state(stage_name, r["steps"], r["seconds"], alloc_s, r["opt"], r["history"],
                    info_done={k: info[k] for k in info if k.startswith("stage1")})
-        save_checkpoint(str(out / "base"), model, tok, proc) if stage_name == "stage1" else None
         print(f"[sft] {args.tool_prior}: {stage_name} stopped by the {r['stopped']} after {r['steps']} steps; "
               f"re-run the same command to resume", file=sys.stderr)
         writer.close()
-        return out / "base"
+        if stage_name == "stage1":
+            save_checkpoint(str(out / "base"), model, tok, proc)
+            return out / "base"
+        save_checkpoint(str(out / "cold_start"), model, tok, proc)
+        info.update(stage2_stopped=r["stopped"], total_seconds=time.time() - t_start)
+        (out / "sft_args.json").write_text(json.dumps(info, indent=1))
+        return out / "cold_start"
 
     if state is None or state["stage"] == "stage1":
         r = train_stage(tr, s1, args, writer, deadline=deadline - 10.0 * math.isfinite(deadline),
@@ -734,7 +756,7 @@ def main(args: Args) -> Path:
         save_state("stage2", 0, 0.0, math.inf, torch.optim.AdamW(model.parameters()), {"loss": [], "eval": []})
     r = train_stage(tr, s2, args, writer, deadline=deadline, state=state, save_state=save_state, evaluate=evaluate)
     info.update(stage2_steps_done=r["steps"], stage2_seconds=r["seconds"], stage2_loss=r["history"]["loss"],
-                stage2_eval=r["history"]["eval"])
+                stage2_eval=r["history"]["eval"], stage2_stopped=None)
     if r["stopped"]:
         return stopped_early("stage2", r, math.inf)
     if not args.eval_every or r["steps"] % args.eval_every:
