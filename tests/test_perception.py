@@ -102,6 +102,23 @@ def test_suppressed_tokens_get_no_probability():
         assert policy.model(input_ids=torch.tensor([conv.token_ids])).logits[0, -1, ids].max() > -1e8  # removed
 
 
+def test_forbidden_tools_means_one_turn_that_answers():
+    """Tools forbidden: tags suppressed and the turn continued into an answer, whatever the model
+    wanted (here a random model): one turn, no call, an <answer> the env reads."""
+    from agents.lmm import TransformersPolicy, build_tiny_model, build_tokenizer
+    from agents.lmm.perception import forced_answers, play
+    tok = build_tokenizer()
+    policy = TransformersPolicy(build_tiny_model(tok, seed=1), tok)
+    env = WC.env("validation", nframes_gating=True, gating_budgets=(4,))
+    _, info = env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    with suppressed(policy, ("<tool_call>", "<tool_code>")):
+        texts = forced_answers(policy, [policy.start(info["messages"])] * 2, max_new_tokens=8)
+    assert all(t.startswith("<think>\n") and "</think>\n<answer>" in t and "<tool_call>" not in t for t in texts)
+    recs = play(policy, WC, [(0, 4), (1, 4)], budgets=(4,), forbid_tools=True, max_new_tokens=8)
+    assert [r["turns"] for r in recs] == [1, 1] and all(r["tool_calls"] == 0 for r in recs)
+    assert {r["family"] for r in recs} == {"needle", "needle_attribute"}
+
+
 def test_intervals():
     lo, hi = wilson(80, 100)
     assert lo < 0.8 < hi and 0.7 < lo and hi < 0.88

@@ -19,8 +19,9 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
               evidence (:func:`evidence_visible`, the rule of ``benchmarks/tool_necessity.py``), so
               direct answers are read off the frames, not guessed.
 ``tool``      a full multi-turn episode played IN THE ENVIRONMENT by a scripted agent (``scene``,
-              the fair one that tiles the scene it found in the overview, and a fraction
-              ``oracle_fraction`` of ``oracle``), ONLY for (episode, K) whose overview does NOT show
+              the fair one that tiles the scene it found in the overview with PARALLEL calls, as
+              many as the env allows in one turn, and a fraction ``oracle_fraction`` of ``oracle``,
+              one call per evidence window), ONLY for (episode, K) whose overview does NOT show
               the evidence: the tool is needed. The assistant turns and the tool responses are the
               env's own messages (``info["messages"]``); nothing of the env is re-implemented here.
 
@@ -41,6 +42,10 @@ Tool traces come in two dialects:
               ``<tool_code>`` calls, so native traces are also played in the env.
 
 Every assistant turn starts with the env's think prefix ``<think>\\n``, which the policy prefills.
+
+For training, samples become compact records (:func:`encode_record`, :func:`pack_records`,
+:func:`write_chunk`): token ids and loss mask rendered by the policy's own template machinery, and
+the conversation's frames as uint8 arrays; pixel values are made per batch on the training device.
 """
 
 from __future__ import annotations

@@ -198,7 +198,9 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
     """Play each (episode index, K) once, batched in lockstep: greedy main turns with the
     ``<think>\\n`` prefix (stopping at ``</answer>`` or end of turn, so a turn may hold several
     parallel calls), crops summarised by ``subagent`` in one batch per turn (default: the
-    policy itself, greedy). ``forbid_tools`` suppresses the tool-call tags."""
+    policy itself, greedy). ``forbid_tools``: the tool-call tags are suppressed and the first turn
+    must answer (:func:`forced_answers`), so the number is the model's best answer without tools,
+    not a model derailed by a ban it was never trained on."""
     subagent = subagent or Subagent(policy, frame_size=None)
     banned = VISION_TOKENS + (TOOL_TAGS if forbid_tools else ())
     records = []
@@ -214,13 +216,20 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
             turn = 0
             while not all(done):
                 active = [j for j in range(len(chunk)) if not done[j]]
-                comps = policy.generate([convs[j] for j in active], temperature=temperature,
-                                        max_new_tokens=max_new_tokens, stop=("</answer>",), prefix="<think>\n",
-                                        seed=seed * 7919 + lo * 31 + turn)
+                gen_seed = seed * 7919 + lo * 31 + turn
+                if forbid_tools:
+                    texts = forced_answers(policy, [convs[j] for j in active], max_new_tokens=max_new_tokens,
+                                           temperature=temperature, seed=gen_seed)
+                else:
+                    comps = policy.generate([convs[j] for j in active], temperature=temperature,
+                                            max_new_tokens=max_new_tokens, stop=("</answer>",), prefix="<think>\n",
+                                            seed=gen_seed)
+                    for j, c in zip(active, comps):
+                        convs[j].append_completion(c)
+                    texts = [c.text for c in comps]
                 pending = []
-                for j, c in zip(active, comps):
-                    convs[j].append_completion(c)
-                    finished, _, _, results = envs[j].unwrapped.begin_turn(c.text)
+                for j, text in zip(active, texts):
+                    finished, _, _, results = envs[j].unwrapped.begin_turn(text)
                     if finished is not None:
                         infos[j], done[j] = finished[4], True
                     else:
@@ -236,9 +245,41 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
             for env, info, (i, k) in zip(envs, infos, chunk):
                 records.append(dict(index=i, k=k, family=info["family"], correct=bool(info.get("correct", False)),
                                     tool_calls=int(info["num_tool_calls"]), format=float(info.get("format_reward", 0.0)),
-                                    answer=info.get("answer")))
+                                    answer=info.get("answer"), turns=int(info["turn"])))
                 env.close()
     return records
+
+
+def forced_answers(policy, convs: Sequence, *, max_new_tokens: int = 192, temperature: float = 0.0,
+                   seed: int = 0) -> list[str]:
+    """One answering turn per conversation, tools impossible: the model thinks freely (tool tags
+    suppressed by the caller) up to ``</think>`` or an answer; a turn without ``<answer>`` is then
+    continued from ``...</think>\\n<answer>`` (the ParaVT answer form the cold start trains), so
+    every turn ends with an answer the env can score."""
+    end = ("<|im_end|>", "<|endoftext|>")
+    first = policy.generate(list(convs), temperature=temperature, max_new_tokens=max_new_tokens,
+                            stop=("</think>", "</answer>"), prefix="<think>\n", seed=seed)
+    texts, todo = [c.text for c in first], []
+    for i, c in enumerate(first):
+        if "</answer>" not in c.text:
+            head = c.text
+            for t in end:
+                head = head.replace(t, "")
+            todo.append((i, head + ("" if "</think>" in head else "\n</think>") + "\n<answer>"))
+    if todo:  # each conversation continued by its own forced prefix, in one batch
+        forced = []
+        for i, prefix in todo:
+            conv = convs[i].copy()
+            ids = policy.tokenizer.encode(prefix, add_special_tokens=False)
+            conv.token_ids += ids
+            conv.generated_mask += [False] * len(ids)
+            conv.logprobs += [0.0] * len(ids)
+            forced.append(conv)
+        comps = policy.generate(forced, temperature=temperature, max_new_tokens=32, stop=("</answer>",), prefix="",
+                                seed=seed + 1)
+        for (i, prefix), c in zip(todo, comps):
+            texts[i] = prefix + c.text
+    return texts
 
 
 def accuracy_summary(records: Sequence[dict], families: Sequence[str] | None = None) -> dict:
