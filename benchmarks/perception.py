@@ -14,6 +14,10 @@ Measured (``agents.lmm.perception`` defines every number; world settings = the c
 | ``visible_evidence_accuracy`` | needle, needle_attribute and global questions at a K whose overview shows the evidence, tools forbidden: answered from the overview |
 | ``tool_gain_k4``     | K = 4, needle and needle_attribute: accuracy calling tools (the model is its own sub-agent) minus accuracy with tools forbidden, same episodes |
 
+"Tools forbidden": the tool-call tags are suppressed and a turn that has not answered by its
+``</think>`` is continued from ``</think>\n<answer>``, so it always answers (a bare ban would
+derail a model trained to call at small K into answering nothing, inflating the gain).
+
 Also: the untimed crop F1, crops as a DEFAULT env hands them to ``Subagent`` (64x64 frames, 16 per
 crop; the sub-agent fits them to the checkpoint's size), per-family numbers, n per metric and
 95 % intervals. Writes ``--json`` and a markdown table next to it (``.md``).

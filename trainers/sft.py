@@ -50,6 +50,7 @@ import argparse
 import dataclasses
 import fcntl
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -786,7 +787,10 @@ def main_both(args: Args, t_start: float, deadline: float) -> Path:
         child = dataclasses.replace(args, tool_prior=prior, out=str(Path(args.out) / prior), workers=0,
                                     corpus_dir=str(resolve_corpus_dir(args)),
                                     deadline_unix=deadline if math.isfinite(deadline) else 0.0)
-        p = mp.get_context("spawn").Process(target=_child, args=(dataclasses.asdict(child),), name=f"sft-{prior}")
+        # the target is imported by name in the child, so take it from the importable ``trainers.sft``
+        # (this file may run as ``__main__`` or be loaded from its path)
+        target = importlib.import_module("trainers.sft")._child
+        p = mp.get_context("spawn").Process(target=target, args=(dataclasses.asdict(child),), name=f"sft-{prior}")
         p.start()
         procs.append((prior, p))
     failed = []
