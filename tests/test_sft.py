@@ -271,6 +271,39 @@ def test_training_steps_lower_the_loss_and_checkpoints_reload(records, policy, t
     assert abs(again.item() - after.item()) < 1e-4
 
 
+def test_fast_path_api_is_used_when_present_and_a_failing_one_falls_back(records, policy, tmp_path, monkeypatch):
+    """Contract with agents.lmm.fast_qwen (built in parallel): enable_fast_path(model) once, and
+    pixel_values_from_frames(uint8 (N, H, W, 3) tensor, processor) for every batch with frames."""
+    sft = _sft()
+    calls = {"pv": 0}
+
+    def enable(model):
+        calls["enable"] = model
+        return model
+
+    def pixel_values(frames, proc):
+        assert isinstance(frames, torch.Tensor) and frames.dtype == torch.uint8 and frames.shape[1:] == (56, 56, 3)
+        calls["pv"] += 1
+        out = proc(images=list(frames.numpy()), return_tensors="pt")
+        return out["pixel_values"], out["image_grid_thw"]
+
+    monkeypatch.setattr(sft, "enable_fast_path", enable)
+    monkeypatch.setattr(sft, "pixel_values_from_frames", pixel_values)
+    loaded = _load(records[1], tmp_path)
+    fast = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu")
+    assert fast.fast and calls["enable"] is policy.model
+    batch = fast.collate(loaded, np.argsort(loaded.lens)[:2])
+    with torch.no_grad():
+        a, _ = fast.loss(batch)
+        b, _ = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu", fast=False).loss(batch)
+    assert calls["pv"] == 1 and a.item() == pytest.approx(b.item(), abs=1e-6)
+
+    def broken(model):
+        raise RuntimeError("transformers 9.9 is not supported")
+    monkeypatch.setattr(sft, "enable_fast_path", broken)
+    assert not sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu").fast
+
+
 def test_batcher_packs_within_limits_and_covers_each_epoch():
     sft = _sft()
     lens = np.random.default_rng(0).integers(10, 300, 500)

@@ -436,7 +436,12 @@ class Trainee:
         self.device = torch.device(device)
         self.fast = bool(fast and enable_fast_path is not None)
         if self.fast:
-            enable_fast_path(model)
+            try:
+                enable_fast_path(model)
+            except Exception as exc:  # e.g. transformers internals it does not know: the stock path is still right
+                print(f"[sft] fast path unavailable ({type(exc).__name__}: {exc}); using the stock forward",
+                      file=sys.stderr)
+                self.fast = False
         cfg = model.config
         self.image_token_id = cfg.image_token_id
         self.video_token_id = getattr(cfg, "video_token_id", None)
@@ -689,7 +694,9 @@ def main(args: Args) -> Path:
     wc = args.world()
     eval_sets = {"frame": caption_items(args.eval_frames, "frame", wc, seed=args.seed),
                  "crop": caption_items(args.eval_crops, "caption", wc, seed=args.seed)} if args.eval_frames + args.eval_crops else {}
-    eval_policy = TransformersPolicy(model, tok, proc, device=args.device)
+    import inspect
+    fast_kw = {"fast": tr.fast} if "fast" in inspect.signature(TransformersPolicy).parameters else {}
+    eval_policy = TransformersPolicy(model, tok, proc, device=args.device, **fast_kw)
     sub = Subagent(eval_policy, frame_size=None, max_new_tokens=args.eval_max_new_tokens, batch_size=256)
 
     def evaluate(stage_name: str, step: int) -> dict:
