@@ -1,4 +1,7 @@
-"""Fast tests of the SFT pipeline: corpora, loss mask, a tiny training run, checkpoints."""
+"""Fast tests of the SFT pipeline: corpora, loss mask, batched loss, the recipe at small scale,
+checkpoints and resume."""
+
+import json
 
 import numpy as np
 import pytest
@@ -16,12 +19,12 @@ def _sft():
     return _sft_module()
 
 
-WC = WorldConfig(frame_size=(28, 28), crop_max_frames=4)
+WC = WorldConfig(crop_max_frames=4)  # the LMM default: 56x56 frames
 
 
 @pytest.fixture(scope="module")
 def corpora():
-    native = build_corpus(3, 3, 4, "native", seed=0, wc=WC, budgets=(4,), oracle_fraction=0.5)
+    native = build_corpus(3, 3, 4, "native", seed=0, wc=WC, budgets=(4,), oracle_fraction=0.5, n_frame=3)
     paravt = build_corpus(0, 3, 4, "paravt", seed=1, wc=WC, budgets=(4,), index_range=(3000, 6000), oracle_fraction=0.5)
     return native, paravt
 
@@ -46,9 +49,11 @@ def test_native_corpus_uses_tool_code(corpora):
         # tool responses come from the env itself
         responses = [m for m in s.messages if m["role"] == "user"][1:]
         assert responses and all("<tool_response>" in p["text"] for m in responses for p in m["content"])
-    caps = [s for s in native if s.kind == "caption"]
+    caps = [s for s in native if s.kind in ("caption", "frame")]
     assert caps and all(caption_objects(s.assistant_texts[0]) is not None for s in caps)
     assert all(s.assistant_texts[0].startswith("Scenes: ") for s in caps)
+    assert {s.kind for s in caps} == {"caption", "frame"}
+    assert all(len(s.meta["timestamps"]) == 1 for s in caps if s.kind == "frame")
 
 
 def test_cold_start_corpus_is_paravt(corpora):
@@ -60,6 +65,9 @@ def test_cold_start_corpus_is_paravt(corpora):
             assert p.answer is not None or all(c.parseable and c.syntax == "json" for c in p.tool_calls)
         assert "<answer>" in s.assistant_texts[-1]
         assert s.meta["format"] > 0.5
+    # the cold start teaches PARALLEL calls: the scene agent tiles a scene with several crops in one turn
+    scene = build_corpus(0, 0, 2, "paravt", seed=2, wc=WC, budgets=(4,), oracle_fraction=0.0)
+    assert scene and all(len(parse_turn(s.assistant_texts[0]).tool_calls) == WC.max_calls_per_turn for s in scene)
 
 
 def test_render_turn_dialects():
@@ -90,27 +98,6 @@ def test_loss_mask_covers_assistant_tokens_only(corpora, policy):
     assert conv.token_ids == full.token_ids[:len(conv.token_ids)] and len(full) == len(conv) + 1
 
 
-def test_tiny_sft_lowers_loss_and_saves(corpora, policy, tmp_path):
-    sft = _sft()
-    torch.manual_seed(0)
-    convs = [encode_sample(policy, s.messages) for s in corpora[1][:4]]
-    opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
-    before, _ = sft.nll_loss(policy, convs)
-    for _ in range(6):
-        loss, n = sft.nll_loss(policy, convs)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    after, _ = sft.nll_loss(policy, convs)
-    assert n > 0 and after.item() < before.item() - 0.1
-    save_checkpoint(str(tmp_path / "ck"), policy.model, policy.tokenizer, policy.image_processor)
-    model, tok, proc = load_checkpoint(str(tmp_path / "ck"))
-    p2 = TransformersPolicy(model, tok, proc)
-    with torch.no_grad():
-        again, _ = sft.nll_loss(p2, [encode_sample(p2, s.messages) for s in corpora[1][:4]])
-    assert abs(again.item() - after.item()) < 1e-3
-
-
 def test_args_cli_documents_every_knob(capsys):
     import dataclasses
     sft = _sft()
@@ -123,7 +110,8 @@ def test_args_cli_documents_every_knob(capsys):
 def test_default_checkpoint_builds(tmp_path):
     from agents.lmm.default import default_checkpoint
     path = default_checkpoint("weak", cache_dir=str(tmp_path), progress=False, stage1_steps=2, stage2_steps=2,
-                              stage1_caption=8, stage1_direct=8, stage2_tool=4, stage2_direct=4, stage2_caption=2)
+                              stage1_frame=4, stage1_caption=4, stage1_direct=4, stage2_tool=4, stage2_direct=4,
+                              stage2_frame=2, stage2_caption=2, eval_frames=0, eval_crops=0)
     TransformersPolicy(path)
 
 
@@ -131,7 +119,7 @@ def test_corpus_teaches_when_tools_are_needed(corpora):
     """Direct answers only where the overview shows the evidence, tool traces only where it does
     not, and every kept final answer is correct (keep_wrong=0)."""
     for s in corpora[0] + corpora[1]:
-        if s.kind == "caption":
+        if s.kind in ("caption", "frame"):
             continue
         assert s.meta["correct"] or s.meta["accuracy"] >= 0.5
         assert s.meta["visible"] == (s.kind == "direct")
@@ -152,7 +140,8 @@ def test_evidence_visible_matches_tool_necessity_rule():
 def test_gpu_preset_and_explicit_flags_win():
     sft = _sft()
     a = sft.parse_args(["--preset", "gpu", "--stage1-steps", "7"])
-    assert a.stage1_steps == 7 and a.stage2_steps == sft.PRESETS["gpu"]["stage2_steps"] and a.batch_size == 32
+    assert a.stage1_steps == 7 and a.stage2_steps == sft.PRESETS["gpu"]["stage2_steps"] and a.batch_size == 1024
+    assert a.device == "cuda" and a.time_budget_s > 0 and a.frame_size == 56
     assert sft.parse_args([]).stage1_steps == sft.Args().stage1_steps
 
 
@@ -164,3 +153,296 @@ def test_default_checkpoint_prefers_shipped(tmp_path, monkeypatch):
     monkeypatch.setattr(d, "SHIPPED_ROOT", tmp_path)
     monkeypatch.delenv("PARAVT_NO_SHIPPED", raising=False)
     assert d.default_checkpoint("strong", cache_dir=str(tmp_path / "cache")) == ck
+
+
+# ------------------------------------------------------------------ captions as the sub-agent sees crops
+def test_caption_samples_follow_env_crop_sampling_and_subagent_prompt():
+    from agents.lmm.corpus import CaptionConfig, caption_samples
+    from agents.lmm.subagent import Subagent
+    from paravt_env.sources import Frames, SyntheticDataset
+
+    ds = SyntheticDataset("train", 0, 60)
+    rng = np.random.default_rng(3)
+    cc = CaptionConfig(max_frames=(8, 16), aug_p=0.5, per_episode=1)
+    eps = []
+    samples = caption_samples(6, 12, rng=rng, wc=WC, ds=ds, pick=lambda: eps.append(int(rng.integers(60))) or eps[-1],
+                              cc=cc)
+    assert sum(s.kind == "frame" for s in samples) == 6 and sum(s.kind == "caption" for s in samples) == 12
+    sizes, max_frames = set(), set()
+    for s, i in zip(samples, eps):
+        src = ds[i].source
+        a, b = s.meta["window"]
+        ts = src.crop_timestamps(a, b, 1.0, s.meta["max_frames"])      # the env's crop sampling
+        np.testing.assert_allclose(s.meta["timestamps"], ts)
+        assert (len(ts) == 1) == (s.kind == "frame")
+        max_frames.add(s.meta["max_frames"]) if s.kind == "caption" else None
+        assert s.assistant_texts[0] == src.caption(np.asarray(ts))      # the world's caption of those frames
+        images = [p["image"] for p in s.messages[0]["content"] if p.get("type") == "image"]
+        assert all(im.shape == (56, 56, 3) for im in images)              # 64x64 renders fitted to 56
+        sizes.add(s.meta["render_size"])
+        # the very messages the public Subagent sends for these frames
+        mine = Subagent(None, frame_size=(56, 56)).messages(Frames(np.stack(images), np.asarray(ts)), s.meta["question"])
+        assert [p.get("text") for p in mine[0]["content"]] == [p.get("text") for p in s.messages[0]["content"]]
+    assert sizes == {(56, 56), (64, 64)} and max_frames == {8, 16}
+
+
+# ------------------------------------------------------------------ pre-rendered records and the batched loss
+@pytest.fixture(scope="module")
+def records(corpora, policy):
+    from agents.lmm.corpus import encode_record, encoding_policy
+    enc = encoding_policy(policy.tokenizer)
+    samples = [s for s in corpora[0] + corpora[1]]
+    return samples, [encode_record(enc, s) for s in samples]
+
+
+def test_grid_only_encoding_equals_the_real_processor(records, policy):
+    samples, recs = records
+    kinds = set()
+    for s, r in zip(samples, recs):
+        conv = encode_sample(policy, s.messages)   # the real image processor
+        assert r["ids"].tolist() == conv.token_ids and r["mask"].tolist() == conv.generated_mask
+        assert r["frames"].dtype == np.uint8 and len(r["frames"]) == len(conv.images)
+        np.testing.assert_array_equal(r["frames"], np.stack(conv.images))
+        kinds.add(s.kind)
+    assert kinds == {"frame", "caption", "direct", "tool"}
+
+
+def _load(recs, tmp_path):
+    from agents.lmm.corpus import pack_records
+    sft = _sft()
+    (tmp_path / "part").mkdir(exist_ok=True)
+    half = len(recs) // 2
+    np.savez(tmp_path / "part" / "chunk_00000.npz", **pack_records(recs[:half]))
+    np.savez(tmp_path / "part" / "chunk_00001.npz", **pack_records(recs[half:]))
+    return sft.Records.load(tmp_path / "part")
+
+
+def test_batched_loss_equals_policy_nll_and_gradients(records, policy, tmp_path):
+    """The training loss (pre-rendered frames, left-padded batch, logits only at targets) equals
+    the policy's mean NLL over assistant tokens, and so do its gradients (fp32)."""
+    sft = _sft()
+    samples, recs = records
+    loaded = _load(recs, tmp_path)
+    assert len(loaded) == len(recs) and loaded.kinds() == {k: sum(s.kind == k for s in samples)
+                                                           for k in {s.kind for s in samples}}
+    idx = np.array([0, 3, len(recs) - 1, 5])
+    tr = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu", fast=False)
+    model = policy.model
+    model.zero_grad()
+    loss, n = tr.loss(tr.collate(loaded, idx))
+    loss.backward()
+    g1 = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    ref, n_ref = sft.nll_loss(policy, [encode_sample(policy, samples[i].messages) for i in idx])
+    ref.backward()
+    assert n == n_ref and abs(loss.item() - ref.item()) < 1e-5
+    g2 = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+    assert g1.keys() == g2.keys() and any("visual" in k for k in g1)
+    for k in g1:
+        torch.testing.assert_close(g1[k], g2[k], atol=1e-6, rtol=1e-4)
+    model.zero_grad()
+
+
+def test_training_steps_lower_the_loss_and_checkpoints_reload(records, policy, tmp_path):
+    """A few AdamW steps of the real training path on packed records lower the loss; the saved
+    checkpoint reloads to the same loss."""
+    sft = _sft()
+    _, recs = records
+    loaded = _load(recs, tmp_path)
+    idx = np.argsort(loaded.lens)[:2]          # the shortest sequences: a fast test
+    torch.manual_seed(0)
+    tr = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu", fast=False)
+    batch = tr.collate(loaded, idx)
+    opt = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
+    with torch.no_grad():
+        before, _ = tr.loss(batch)
+    for _ in range(5):
+        loss, n = tr.loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after, _ = tr.loss(batch)
+    assert n > 0 and after.item() < before.item() - 0.1
+    save_checkpoint(str(tmp_path / "ck"), policy.model, policy.tokenizer, policy.image_processor)
+    model, tok, proc = load_checkpoint(str(tmp_path / "ck"))
+    with torch.no_grad():
+        again, _ = sft.Trainee(model, tok, proc, "cpu", fast=False).loss(batch)
+    assert abs(again.item() - after.item()) < 1e-4
+
+
+def test_fast_path_api_is_used_when_present_and_a_failing_one_falls_back(records, policy, tmp_path, monkeypatch):
+    """Contract with agents.lmm.fast_qwen (built in parallel): enable_fast_path(model) once, and
+    pixel_values_from_frames(uint8 (N, H, W, 3) tensor, processor) for every batch with frames."""
+    sft = _sft()
+    calls = {"pv": 0}
+
+    def enable(model):
+        calls["enable"] = model
+        return model
+
+    def pixel_values(frames, proc):
+        assert isinstance(frames, torch.Tensor) and frames.dtype == torch.uint8 and frames.shape[1:] == (56, 56, 3)
+        calls["pv"] += 1
+        out = proc(images=list(frames.numpy()), return_tensors="pt")
+        return out["pixel_values"], out["image_grid_thw"]
+
+    monkeypatch.setattr(sft, "enable_fast_path", enable)
+    monkeypatch.setattr(sft, "pixel_values_from_frames", pixel_values)
+    loaded = _load(records[1], tmp_path)
+    fast = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu")
+    assert fast.fast and calls["enable"] is policy.model
+    batch = fast.collate(loaded, np.argsort(loaded.lens)[:2])
+    with torch.no_grad():
+        a, _ = fast.loss(batch)
+        b, _ = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu", fast=False).loss(batch)
+    assert calls["pv"] == 1 and a.item() == pytest.approx(b.item(), abs=1e-6)
+
+    def broken(model):
+        raise RuntimeError("transformers 9.9 is not supported")
+    monkeypatch.setattr(sft, "enable_fast_path", broken)
+    assert not sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu").fast
+
+
+def test_batcher_packs_within_limits_and_covers_each_epoch():
+    sft = _sft()
+    lens = np.random.default_rng(0).integers(10, 300, 500)
+    b = sft.Batcher(lens, max_seqs=32, max_tokens=3000, rng=np.random.default_rng(1))
+    seen = [b.next()]
+    while b.queue:                            # the rest of that epoch
+        seen.append(b.next())
+    for idx in seen:
+        assert 1 <= len(idx) <= 32 and (len(idx) == 1 or len(idx) * lens[idx].max() <= 3000)
+    assert sorted(np.concatenate(seen).tolist()) == list(range(500))   # one epoch: every sequence once
+    assert abs(len(seen) - b.per_epoch) <= 2 and len(seen) < 500 / 8
+
+
+def test_corpus_chunks_do_not_depend_on_which_parts_a_build_asks_for():
+    sft = _sft()
+    strong, weak = sft.parse_args(["--tool-prior", "strong"]), sft.parse_args(["--tool-prior", "weak"])
+    js, jw = sft.chunk_jobs(strong, sft.corpus_plan(strong)), sft.chunk_jobs(weak, sft.corpus_plan(weak))
+    assert {j[0] for j in js} - {j[0] for j in jw} == {"s1_native"}
+    seeds = lambda jobs: {(n, i): (c, kw["seed"]) for n, i, c, kw in jobs if n != "s1_native"}  # noqa: E731
+    assert seeds(js) == seeds(jw) and sft.data_key(strong) == sft.data_key(weak)
+    assert len({kw["seed"] for *_, kw in js}) == len(js)
+    both = sft.parse_args(["--tool-prior", "both"])
+    assert set(sft.corpus_plan(both)) == set(sft.corpus_plan(strong))
+
+
+def test_learning_rate_warmup_then_cosine_to_floor():
+    sft = _sft()
+    assert sft.learning_rate(1.0, 0, 0.0, warmup=10) == pytest.approx(0.1)
+    assert sft.learning_rate(1.0, 20, 0.0, warmup=10) == pytest.approx(1.0)
+    assert sft.learning_rate(1.0, 20, 0.5, warmup=10) == pytest.approx(0.55)
+    assert sft.learning_rate(1.0, 20, 1.0, warmup=10) == pytest.approx(0.1)
+
+
+# ------------------------------------------------------------------ the recipe at small scale on the CPU
+TINY = ["--stage1-frame", "12", "--stage1-caption", "6", "--stage1-direct", "3", "--stage1-tool", "3",
+        "--stage2-tool", "3", "--stage2-direct", "2", "--stage2-frame", "2", "--stage2-caption", "2",
+        "--budgets", "4,8", "--vocab-size", "600", "--eval-frames", "3", "--eval-crops", "2", "--eval-max-new-tokens", "12",
+        "--threads", "2", "--progress", "false"]
+
+
+@pytest.fixture(scope="module")
+def shared_corpus(tmp_path_factory):
+    """One pre-rendered TINY corpus for the tests below (same data settings, so the same corpus)."""
+    return str(tmp_path_factory.mktemp("corpus"))
+
+
+def _tags(runs):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    tags = set()
+    for ev in runs.rglob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(ev))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+    return tags
+
+
+def test_gpu_preset_recipe_small_on_cpu(tmp_path, shared_corpus):
+    """``--preset gpu`` logic (time budget, packed batches, perception warm-up, held-out caption
+    F1 in TensorBoard, both stages, checkpoints) at tiny sizes on the CPU."""
+    sft = _sft()
+    args = sft.parse_args(["--preset", "gpu", "--device", "cpu", "--workers", "0", "--out", str(tmp_path / "out"),
+                           "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+                           "--stage1-steps", "6", "--stage2-steps", "3",
+                           "--eval-every", "3", "--log-every", "1", "--batch-size", "8", *TINY])
+    assert args.batch_tokens == sft.PRESETS["gpu"]["batch_tokens"] and args.time_budget_s > 60
+    path = sft.main(args)
+    assert path == tmp_path / "out" / "cold_start" and (path / "config.json").is_file()
+    assert (tmp_path / "out" / "base" / "config.json").is_file() and not (tmp_path / "out" / sft.STATE_FILE).exists()
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert info["stage1_steps_done"] == 6 and info["stage2_steps_done"] == 3
+    assert info["args"]["frame_size"] == 56 and info["args"]["budgets"] == "4,8"
+    assert [e["step"] for e in info["stage1_eval"]] == [3, 6] and "crop_object_f1" in info["stage1_eval"][0]
+    assert set(info["corpus"]) == {"s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct",
+                                   "s2_frame", "s2_caption"}
+    tags = _tags(tmp_path / "runs")
+    assert {"stage1/loss", "stage1/eval/frame_object_f1", "stage1/eval/crop_object_f1", "stage2/loss",
+            "stage1/loss/s1_frame"} <= tags
+    # the corpus is rendered once: a weak build with the same data settings reuses it
+    cdir = sft.resolve_corpus_dir(args)
+    before = {p: p.stat().st_mtime_ns for p in cdir.rglob("chunk_*.npz")}
+    weak = sft.main(sft.parse_args(["--preset", "gpu", "--device", "cpu", "--tool-prior", "weak", "--out",
+                                    str(tmp_path / "weak"), "--runs-dir", str(tmp_path / "runs"),
+                                    "--corpus-dir", shared_corpus, "--stage1-steps", "1",
+                                    "--stage2-steps", "1", "--batch-size", "8", *TINY, "--eval-frames", "0",
+                                    "--eval-crops", "0"]))
+    assert weak.is_dir() and before == {p: p.stat().st_mtime_ns for p in cdir.rglob("chunk_*.npz")}
+    winfo = json.loads((tmp_path / "weak" / "sft_args.json").read_text())
+    assert "s1_native" not in winfo["corpus"]          # the weak prior saw no native traces
+
+
+def test_time_budget_stops_cleanly_and_the_same_command_resumes(tmp_path, shared_corpus):
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "3", "--stage2-steps", "1", "--checkpoint-every-s", "0", *TINY]
+    # a budget over before stage 1 can start: it stops cleanly, still saves, and says how to resume
+    stopped = sft.main(sft.parse_args(argv + ["--time-budget-s", "5"]))
+    assert stopped == tmp_path / "out" / "base" and (stopped / "config.json").is_file()
+    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=False)
+    assert state["stage"] == "stage1" and state["step"] == 0 and not (tmp_path / "out" / "cold_start").exists()
+    with pytest.raises(SystemExit, match="other settings"):   # a resume must not mix settings
+        sft.main(sft.parse_args(argv + ["--stage1-lr", "1e-4"]))
+    done = sft.main(sft.parse_args(argv))        # the same command, no budget: resumes and finishes
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert done.name == "cold_start" and info["stage1_steps_done"] == 3 and info["stage2_steps_done"] == 1
+    assert info["stage2_stopped"] is None
+    assert not (tmp_path / "out" / sft.STATE_FILE).exists()
+    assert sft.main(sft.parse_args(argv)) == done  # already built: nothing to do
+
+
+def test_stage1_horizon_keeps_time_for_stage2():
+    sft = _sft()
+    st = sft.Stage("stage1", {}, {}, steps=100, lr=1.0, end_by=1000.0, next_steps=50, next_share=0.2)
+    assert st.horizon(0.0, 900.0, None) == pytest.approx(80.0)           # 100 s left, 20 % kept
+    assert st.horizon(10.0, 900.0, 0.5) == pytest.approx(10 + 100 - 50 * 0.5 * 1.3 - 15)
+    assert st.horizon(30.0, 999.0, 0.5) == 30.0                          # out of time: the horizon is now
+    assert sft.Stage("s", {}, {}, 5, 1.0, alloc_s=7.0).horizon(1.0, 0.0, 0.1) == 7.0   # no budget
+
+
+@pytest.mark.slow
+def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0"]
+    path = sft.main(sft.parse_args(argv + ["--time-budget-s", "60"]))
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert path.name == "cold_start" and (path / "config.json").is_file() and info["stage2_stopped"] == "time budget"
+    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=False)
+    assert state["stage"] == "stage2" and state["step"] == info["stage2_steps_done"] > 0
+
+
+@pytest.mark.slow
+def test_both_priors_one_corpus_worker_processes(tmp_path):
+    """``--tool-prior both``: the corpus rendered by worker processes once, then the strong and
+    the weak build side by side."""
+    sft = _sft()
+    args = sft.parse_args(["--tool-prior", "both", "--workers", "2", "--out", str(tmp_path / "out"), "--runs-dir",
+                           str(tmp_path / "runs"), "--stage1-steps", "2", "--stage2-steps", "1", *TINY])
+    sft.main(args)
+    for prior in ("strong", "weak"):
+        info = json.loads((tmp_path / "out" / prior / "sft_args.json").read_text())
+        assert info["args"]["tool_prior"] == prior and (tmp_path / "out" / prior / "cold_start" / "config.json").is_file()
+    assert len(list(sft.resolve_corpus_dir(args).rglob("chunk_*.npz"))) >= 8

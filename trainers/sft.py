@@ -1,32 +1,44 @@
-"""Two-stage supervised build of the tiny LMM (CleanRL style: one readable file).
+"""Two-stage supervised build of the tiny LMM that sees (CleanRL style: one readable file).
 
-Stage 1, "base pretraining": captions of crops (the sub-agent skill), direct answers from the
-overview and, depending on ``--tool-prior``, tool-use traces played in the environment by
-scripted agents, written in the model's OWN NATIVE dialect (``<tool_code>crop_video(...)``
-Python calls, ``</think>`` often skipped, ``Answer: X`` without ``<answer>`` tags):
-    strong: many native traces (``--stage1-tool``)        weak: ``--weak-tool-fraction`` of them
-Stage 2, "cold start": a short SFT on the ParaVT grammar (``<think>``, ``<tool_call>`` JSON,
-``<answer>``): tool traces + direct answers, on episodes disjoint from stage 1's draw.
+Stage 1, "base pretraining", teaches the model to SEE and the strong prior its tool habits:
+    single-frame captions   a frame + the sub-agent prompt -> the world's caption (scene, needle)
+    crop captions           a crop exactly as the env's sub-agent gets it (a tool call's window at
+                            1 fps, 8 or 16 frames with timestamps, ``agents.lmm.subagent``'s prompt)
+                            -> the world's caption with first/last times
+    direct answers          only where the K-frame overview shows the evidence (``<answer>`` format)
+    native tool traces      strong prior only (``--stage1-tool``; weak: ``--weak-tool-fraction`` of
+                            them): scripted agents' episodes re-voiced in the model's OWN dialect
+                            (``<tool_code>crop_video(...)``, ``</think>`` often skipped, ``Answer: X``)
+    The first ``--perception-warmup`` of stage 1 trains on captions only (seeing first).
+Stage 2, "cold start": a short SFT on the ParaVT grammar with PARALLEL calls (``<think>``, several
+``<tool_call>`` JSON blocks in one turn, ``<answer>``): tool traces + direct answers on episodes
+disjoint from stage 1's, plus a little caption rehearsal (keeps the sub-agent skill).
+(``agents.lmm.corpus`` says how each kind is made and why.)
 
-Corpora (``agents.lmm.corpus.build_corpus``): direct answers only where the overview shows the
-evidence, tool traces (``scene`` + a fraction of ``oracle``) only where it does not, wrong final
-answers dropped: the corpus teaches WHEN a tool is needed. Stage 1 draws from the first
-``--stage1-episodes`` train episodes, stage 2 from the rest (disjoint).
-
-Loss: mean negative log-likelihood over assistant tokens only (``Conversation.generated_mask``).
-Every sample is encoded ONCE (token ids + fp16 pixel values) before training; batches are
-length-bucketed (sorted within shuffled chunks) so padding is small; on CUDA the forward runs
-under bf16 autocast. ``--workers N`` builds and encodes the corpora in N spawned processes.
+Data is pre-rendered ONCE: ``--workers`` processes build every part in chunks and write token ids,
+loss masks and the uint8 frames to ``--corpus-dir`` (``.npz`` per chunk; a killed build resumes, a
+second build with the same data settings reuses them). Training batches pack many sequences
+(length-bucketed within a part, at most ``--batch-size`` sequences and ``--batch-tokens`` padded
+tokens), turn the frames into pixel values on the device (``agents.lmm.fast_qwen`` when present,
+else the image processor), run the model's own forward (the fast path when present) under bf16
+autocast on CUDA, and take the cross-entropy of assistant tokens only. AdamW, linear warm-up, cosine
+to 10 %. Stage 1 ends at ``--stage1-steps`` or at its share of ``--time-budget-s``, whichever comes
+first (the schedule follows the same progress); stage 2 runs its ``--stage2-steps`` (the
+cold-start length is a knob of the tool prior, so it does not shrink with time). A hard stop at the
+budget still saves. The run state is saved every ``--checkpoint-every-s`` seconds and re-running
+the same command resumes it.
 
 Presets (``--preset``; an explicit flag always wins over its preset):
-    cpu  (default, what ``agents.lmm.default.default_checkpoint`` builds): K in {4, 8}, few caption
-         samples, fixed short think lines (see ``agents.lmm.corpus``): ~6 min (strong) and ~3.5 min (weak) on ONE CPU
-         thread (both priors build side by side on 2 cores with ``--threads 1``)
-    gpu  ~10x the samples, 3000 + 300 steps at batch 32, K up to 64, workers: a few minutes on one H200
+    cpu  (default; what ``agents.lmm.default.default_checkpoint`` builds when nothing is shipped):
+         small corpora, fixed step counts: a demo, too short to learn to see
+    gpu  one H200: 80k captions (40k single frames, 40k crops), 12k direct answers, 6k native
+         traces; batches of up to 1024 sequences; a 9-minute budget per run, corpus included
 
-    python trainers/sft.py --tool-prior strong --out checkpoints/strong
-    python trainers/sft.py --preset gpu --device cuda --tool-prior strong --out checkpoints/gpu-strong
-    tensorboard --logdir runs
+    python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
+    python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
+    python trainers/sft.py --preset gpu --tool-prior both --out checkpoints/gpu            # both priors,
+        one corpus, two training processes sharing the GPU: checkpoints/gpu/{strong,weak}/cold_start
+    tensorboard --logdir runs      # stage{1,2}/loss, .../loss/<part>, .../eval/frame_object_f1, .../eval/crop_object_f1
 
 Writes ``<out>/base`` (after stage 1) and ``<out>/cold_start`` (after stage 2), each a
 ``save_checkpoint`` directory loadable by ``TransformersPolicy(path)``, plus ``sft_args.json``.
@@ -36,6 +48,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
+import hashlib
+import importlib
 import json
 import math
 import os
@@ -47,59 +62,100 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.lmm.corpus import WorldConfig, build_corpus, encode_sample, tokenizer_texts  # noqa: E402,F401
+from agents.lmm.corpus import (KINDS, CaptionConfig, WorldConfig, merge_stats, tokenizer_texts,  # noqa: E402
+                               write_chunk)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
+
+try:  # the batch-friendly forward and GPU pixel values (same numbers as the stock path)
+    from agents.lmm.fast_qwen import enable_fast_path, pixel_values_from_frames
+except ImportError:  # not there yet: the stock forward and the image processor
+    enable_fast_path = pixel_values_from_frames = None
 
 
 @dataclass
 class Args:
     exp_name: str = field(default="sft", metadata={"help": "experiment name (part of the run name)"})
     seed: int = field(default=1, metadata={"help": "seed of corpora, init and batching"})
-    tool_prior: str = field(default="strong", metadata={"help": "strong: many native tool traces in stage 1; weak: few/none",
-                                                        "choices": ("strong", "weak")})
+    tool_prior: str = field(default="strong", metadata={"help": "strong: many native tool traces in stage 1; weak: "
+                                                        "few/none; both: one corpus, the two builds in two processes "
+                                                        "(<out>/strong, <out>/weak)", "choices": ("strong", "weak", "both")})
     out: str = field(default="checkpoints/sft", metadata={"help": "output directory (base/ and cold_start/ go here)"})
     runs_dir: str = field(default="runs", metadata={"help": "TensorBoard root; the run goes to <runs_dir>/<run name>"})
+    corpus_dir: str = field(default="", metadata={"help": "pre-rendered corpus folder (default: $PARAVT_CACHE or "
+                                                  "~/.cache/paravt-gym, then corpus/<hash of the data settings>: "
+                                                  "shared by builds with the same data)"})
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0 = torch default)"})
     device: str = field(default="cpu", metadata={"help": "torch device (cpu, cuda, cuda:1, ...)"})
-    preset: str = field(default="cpu", metadata={"help": "cpu: the small default build; gpu: many more samples and "
-                                                 "steps (explicit flags override the preset)", "choices": ("cpu", "gpu")})
-    workers: int = field(default=0, metadata={"help": "processes that build + encode the corpora (0 = in-process)"})
+    preset: str = field(default="cpu", metadata={"help": "cpu: the small default build; gpu: one H200, many more "
+                                                 "samples, time-budgeted (explicit flags override the preset)",
+                                                 "choices": ("cpu", "gpu")})
+    workers: int = field(default=0, metadata={"help": "processes that pre-render the corpus (0 = in-process)"})
     amp: bool = field(default=True, metadata={"help": "bf16 autocast for forward/backward on CUDA (ignored on CPU)"})
+    fast: bool = field(default=True, metadata={"help": "use agents.lmm.fast_qwen (fast forward + pixel values) when "
+                                               "it is installed"})
+    time_budget_s: float = field(default=0.0, metadata={"help": "wall-clock budget of the whole run in seconds, corpus "
+                                                        "included (0 = none): stage 1 ends in time for stage 2; a hard "
+                                                        "stop at the budget still saves"})
+    deadline_unix: float = field(default=0.0, metadata={"help": "absolute stop time (unix seconds) instead of "
+                                                        "--time-budget-s; --tool-prior both passes it to its builds"})
+    stage2_share: float = field(default=0.12, metadata={"help": "share of the time left after the corpus kept for "
+                                                        "stage 2 (with --time-budget-s)"})
+    checkpoint_every_s: float = field(default=90.0, metadata={"help": "save the resumable run state every N seconds"})
     # world
-    world_seed: int = field(default=0, metadata={"help": "synthetic world seed (train split only is used)"})
-    frame_size: int = field(default=28, metadata={"help": "frame height = width in pixels (28 -> 1 visual token per frame)"})
-    crop_max_frames: int = field(default=8, metadata={"help": "frames per crop"})
+    world_seed: int = field(default=0, metadata={"help": "synthetic world seed (train split for corpora)"})
+    frame_size: int = field(default=56, metadata={"help": "frame height = width in pixels (56 -> 4 visual tokens)"})
+    crop_max_frames: int = field(default=8, metadata={"help": "frames per crop in tool traces (the env's setting)"})
     budgets: str = field(default="4,8", metadata={"help": "overview sizes K drawn for training episodes (comma list)"})
     vocab_size: int = field(default=2048, metadata={"help": "BPE vocabulary size"})
+    # captions (the sub-agent skill)
+    caption_max_frames: str = field(default="8,16", metadata={"help": "crop captions: frames per crop, drawn from "
+                                                              "this comma list"})
+    caption_max_len: float = field(default=240.0, metadata={"help": "crop captions: longest window (s)"})
+    caption_aug_p: float = field(default=0.25, metadata={"help": "captions: share rendered at 64x64 (the env default) "
+                                                         "and fitted to --frame-size like the image processor does"})
     # stage 1
-    stage1_caption: int = field(default=150, metadata={"help": "stage 1: caption (sub-agent) samples"})
-    stage1_direct: int = field(default=400, metadata={"help": "stage 1: direct-answer samples (ParaVT <answer> format)"})
-    stage1_tool: int = field(default=500, metadata={"help": "stage 1: native-format tool traces under the strong prior"})
+    stage1_frame: int = field(default=200, metadata={"help": "stage 1: single-frame caption samples"})
+    stage1_caption: int = field(default=150, metadata={"help": "stage 1: crop caption samples"})
+    stage1_direct: int = field(default=300, metadata={"help": "stage 1: direct-answer samples (ParaVT <answer> format)"})
+    stage1_tool: int = field(default=400, metadata={"help": "stage 1: native-dialect tool traces (strong prior)"})
     stage1_episodes: int = field(default=4000, metadata={"help": "stage 1 draws train episodes [0, N), stage 2 [N, end)"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
-    weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: fraction of --stage1-tool traces kept"})
+    weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
+                                                             "it sees (the native-dialect knob)"})
     native_close_think_p: float = field(default=0.3, metadata={"help": "native dialect: probability a turn closes </think>"})
-    stage1_steps: int = field(default=400, metadata={"help": "stage 1 optimiser steps"})
+    tool_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the native-trace part "
+                                                      "relative to its size (>1 = more native practice)"})
+    perception_warmup: float = field(default=0.3, metadata={"help": "stage 1: share of its progress trained on "
+                                                            "captions only (seeing first)"})
+    stage1_steps: int = field(default=400, metadata={"help": "stage 1 optimiser steps (at most)"})
     stage1_lr: float = field(default=2e-3, metadata={"help": "stage 1 peak learning rate (cosine, linear warm-up)"})
     # stage 2
-    stage2_tool: int = field(default=300, metadata={"help": "stage 2: ParaVT-format tool traces"})
+    stage2_tool: int = field(default=300, metadata={"help": "stage 2: ParaVT-format tool traces (parallel calls)"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
-    stage2_caption: int = field(default=30, metadata={"help": "stage 2: caption samples (keeps the sub-agent skill)"})
-    stage2_steps: int = field(default=100, metadata={"help": "stage 2 (cold start) optimiser steps"})
+    stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
+    stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
+    stage2_steps: int = field(default=100, metadata={"help": "stage 2 (cold start) optimiser steps: its length"})
     stage2_lr: float = field(default=1e-3, metadata={"help": "stage 2 peak learning rate"})
     # optimisation
-    batch_size: int = field(default=8, metadata={"help": "conversations per step"})
+    batch_size: int = field(default=8, metadata={"help": "sequences per step at most"})
+    batch_tokens: int = field(default=65536, metadata={"help": "padded tokens per step at most"})
     warmup: int = field(default=10, metadata={"help": "warm-up steps of each stage"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip"})
     log_every: int = field(default=10, metadata={"help": "TensorBoard scalar period (steps)"})
+    eval_every: int = field(default=0, metadata={"help": "greedy held-out caption F1 every N steps (0 = end of "
+                                                 "each stage only)"})
+    eval_frames: int = field(default=0, metadata={"help": "held-out single frames of that quick eval (0 = none)"})
+    eval_crops: int = field(default=0, metadata={"help": "held-out crops of that quick eval (0 = none)"})
+    eval_max_new_tokens: int = field(default=128, metadata={"help": "tokens per caption in that quick eval"})
     progress: bool = field(default=True, metadata={"help": "show tqdm progress bars"})
 
     def world(self) -> WorldConfig:
@@ -109,14 +165,33 @@ class Args:
     def budget_tuple(self) -> tuple[int, ...]:
         return tuple(int(x) for x in str(self.budgets).split(",") if x.strip())
 
+    def caption_config(self) -> CaptionConfig:
+        return CaptionConfig(max_frames=tuple(int(x) for x in str(self.caption_max_frames).split(",") if x.strip()),
+                             max_len=self.caption_max_len, aug_p=self.caption_aug_p)
+
 
 # Settings of each preset; an explicit command-line flag (or keyword to ``Args``/``with_preset``) wins.
 PRESETS = {
     "cpu": {},
-    "gpu": dict(budgets="4,8,16,32,64", stage1_caption=6000, stage1_direct=3000, stage1_tool=6000,
-                stage1_steps=3000, stage1_lr=2e-3, stage2_tool=1500, stage2_direct=900, stage2_caption=300,
-                stage2_steps=300, stage2_lr=1e-3, batch_size=32, warmup=50, log_every=50, workers=12),
+    "gpu": dict(device="cuda", budgets="4,8,16,32,64", workers=15, time_budget_s=540.0,
+                stage1_frame=40000, stage1_caption=40000, stage1_direct=12000, stage1_tool=6000,
+                stage1_steps=20000, stage1_lr=2e-3,
+                stage2_tool=3000, stage2_direct=1500, stage2_frame=1000, stage2_caption=2000,
+                stage2_steps=200, stage2_lr=1e-3,
+                batch_size=1024, batch_tokens=262144, warmup=100, log_every=25, eval_every=250,
+                eval_frames=128, eval_crops=64),
 }
+
+# Fields that do not change what is learned (a resumed run may differ in them).
+RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "device", "workers", "progress",
+                  "time_budget_s", "deadline_unix", "checkpoint_every_s", "log_every", "eval_every", "eval_frames", "eval_crops",
+                  "eval_max_new_tokens",
+                  "stage2_share")
+# Fields that decide the pre-rendered corpus (its folder name hashes them).
+DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
+               "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
+               "stage1_episodes", "oracle_fraction", "keep_wrong", "native_close_think_p", "stage2_tool",
+               "stage2_direct", "stage2_frame", "stage2_caption")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -147,8 +222,278 @@ def parse_args(argv=None, cls=Args):
     return with_preset(cls(**ns), given)
 
 
+# ============================================================================================
+# the pre-rendered corpus
+# ============================================================================================
+# Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
+_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0}
+# Every corpus part; its position seeds its chunks, so a part's data never depends on which other
+# parts a build asked for (the strong and the weak build share one corpus).
+PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption")
+
+
+def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
+    """Corpus parts: name -> (counts for ``build_corpus``, its keyword arguments). ``s1_native``
+    only when a prior in ``priors`` (default: ``args.tool_prior``) needs native traces."""
+    priors = priors or (("strong", "weak") if args.tool_prior == "both" else (args.tool_prior,))
+    common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
+                  keep_wrong=args.keep_wrong, caption=args.caption_config())
+    s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p)
+    s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
+    plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
+            "s1_direct": (dict(n_direct=args.stage1_direct), s1),
+            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt"), s2),
+            "s2_direct": (dict(n_direct=args.stage2_direct), s2),
+            "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
+    if any(native_count(args, p) for p in priors):
+        plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)
+    return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
+
+
+def native_count(args: Args, prior: str) -> int:
+    """Native traces the ``prior`` sees in stage 1."""
+    return args.stage1_tool if prior == "strong" else int(round(args.stage1_tool * args.weak_tool_fraction))
+
+
+def _chunks_of(counts: dict, chunk_cost: float = 1000.0) -> list[dict]:
+    """Split one part's counts into chunks of about ``chunk_cost`` cost units each."""
+    (key, n), = [(k, v) for k, v in counts.items() if k.startswith("n_")]
+    size = max(1, int(chunk_cost / _COST[key]))
+    return [dict(counts, **{key: min(size, n - lo)}) for lo in range(0, n, size)]
+
+
+def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
+    """(part, chunk index, counts, build_corpus kwargs with the chunk's seed) of every chunk. A
+    chunk's seed depends only on the run seed, its part and its index."""
+    jobs = []
+    for name, (counts, kwargs) in sorted(plan.items()):
+        for j, c in enumerate(_chunks_of(counts)):
+            seed = int(np.random.SeedSequence([args.seed, PARTS.index(name), j]).generate_state(1)[0])
+            jobs.append((name, j, c, dict(kwargs, seed=seed)))
+    return jobs
+
+
+def data_key(args: Args) -> str:
+    d = {k: getattr(args, k) for k in DATA_FIELDS}
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def resolve_corpus_dir(args: Args) -> Path:
+    """``--corpus-dir``, else a cache folder named by the data settings (kept out of ``--out`` and
+    ``--runs-dir``: it holds gigabytes of frames for the gpu preset)."""
+    from agents.lmm.default import cache_root
+    return Path(args.corpus_dir) if args.corpus_dir else cache_root() / "corpus" / data_key(args)
+
+
+class _Lock:
+    """An exclusive lock file, so concurrent builds of one corpus render it once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "w")
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def prepare_corpus(args: Args, plan: dict, progress: bool = True):
+    """(tokenizer, corpus folder, stats per part): the tokenizer (the same for both priors: it is
+    trained on both dialects) and every chunk of ``plan``, rendered once into the corpus folder by
+    ``args.workers`` processes; chunks already there are reused."""
+    from transformers import AutoTokenizer
+
+    cdir = resolve_corpus_dir(args)
+    cdir.mkdir(parents=True, exist_ok=True)
+    with _Lock(cdir / ".lock"):
+        (cdir / "data_args.json").write_text(json.dumps({k: getattr(args, k) for k in DATA_FIELDS}, indent=1))
+        tdir = cdir / "tokenizer"
+        if not (tdir / "tokenizer.json").is_file():
+            tok = build_tokenizer(tokenizer_texts(args.world()), vocab_size=args.vocab_size)
+            tok.save_pretrained(str(tdir) + ".tmp")
+            os.replace(str(tdir) + ".tmp", tdir)
+        tok = AutoTokenizer.from_pretrained(str(tdir), local_files_only=True)
+        from agents.lmm.tokenizer import CHAT_TEMPLATE
+        tok.chat_template = tok.chat_template or CHAT_TEMPLATE
+        jobs = [(name, j, c, kw, str(cdir / name / f"chunk_{j:05d}.npz")) for name, j, c, kw in chunk_jobs(args, plan)]
+        for name in plan:
+            (cdir / name).mkdir(exist_ok=True)
+        jobs = [job for job in jobs if not Path(job[4]).is_file()]
+        stats: dict[str, list] = {}
+        work = sum(sum(_COST[k] * v for k, v in c.items() if k in _COST) for _, _, c, _, _ in jobs)
+        with tqdm(total=work, desc="corpus", disable=not progress or not jobs, dynamic_ncols=True, mininterval=5) as bar:
+            def done(name, c, st):
+                stats.setdefault(name, []).append(st)
+                bar.update(sum(_COST[k] * v for k, v in c.items() if k in _COST))
+            if args.workers <= 1:
+                for name, _, c, kw, path in jobs:
+                    done(name, c, write_chunk(tok, c, kw, path))
+            else:
+                import concurrent.futures as cf
+                import multiprocessing as mp
+                with cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as ex:
+                    futs = {ex.submit(write_chunk, tok, c, kw, path): (name, c) for name, _, c, kw, path in jobs}
+                    for f in cf.as_completed(futs):
+                        done(*futs[f], f.result())
+        stats_path = cdir / "stats.json"
+        old = json.loads(stats_path.read_text()) if stats_path.is_file() else {}
+        merged = {name: merge_stats(([old[name]] if name in old else []) + stats.get(name, [])) for name in plan}
+        stats_path.write_text(json.dumps(merged, indent=1))
+    return tok, cdir, merged
+
+
+class Records:
+    """A corpus part in memory: token ids, loss masks and frames (a uint8 tensor, moved to the
+    training device once) of every sequence, with offsets."""
+
+    def __init__(self, ids, mask, tok_off, frames, img_off, kind):
+        self.ids, self.mask, self.tok_off, self.img_off, self.kind = ids, mask, tok_off, img_off, kind
+        self.frames = frames if isinstance(frames, torch.Tensor) else torch.from_numpy(frames)
+        self.lens = np.diff(tok_off)
+
+    @classmethod
+    def load(cls, folder: Path, limit: int | None = None) -> "Records":
+        """The part's chunks in order; ``limit`` keeps the first N sequences."""
+        packs = []
+        for path in sorted(folder.glob("chunk_*.npz")):
+            with np.load(path) as z:
+                packs.append({k: z[k] for k in z.files})
+        ids, mask, tok_off, frames, img_off, kind = [], [], [0], [], [0], []
+        for p in packs:
+            ids.append(p["ids"]), mask.append(p["mask"]), kind.append(p["kind"])
+            tok_off += (p["tok_off"][1:] + tok_off[-1]).tolist()
+            if p["img_off"][-1]:
+                frames.append(p["frames"])
+            img_off += (p["img_off"][1:] + img_off[-1]).tolist()
+        recs = cls(np.concatenate(ids) if ids else np.zeros(0, np.int32),
+                   np.concatenate(mask) if mask else np.zeros(0, np.bool_), np.asarray(tok_off, np.int64),
+                   np.concatenate(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8),
+                   np.asarray(img_off, np.int64), np.concatenate(kind) if kind else np.zeros(0, np.int8))
+        return recs if limit is None or limit >= len(recs) else recs.head(limit)
+
+    def head(self, n: int) -> "Records":
+        t, m = int(self.tok_off[n]), int(self.img_off[n])
+        return Records(self.ids[:t], self.mask[:t], self.tok_off[:n + 1], self.frames[:m], self.img_off[:n + 1],
+                       self.kind[:n])
+
+    def to(self, device) -> "Records":
+        self.frames = self.frames.to(device)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.lens)
+
+    def kinds(self) -> dict[str, int]:
+        return {KINDS[k]: int(c) for k, c in zip(*np.unique(self.kind, return_counts=True))}
+
+
+class Batcher:
+    """Endless length-bucketed batches of one part: each epoch shuffles, sorts chunks of
+    ``8 * max_seqs`` sequences by length and cuts them into batches of at most ``max_seqs``
+    sequences and ``max_tokens`` padded tokens, in shuffled order."""
+
+    def __init__(self, lens: np.ndarray, max_seqs: int, max_tokens: int, rng: np.random.Generator):
+        self.lens, self.max_seqs, self.max_tokens, self.rng = lens, max_seqs, max_tokens, rng
+        self.queue: list[np.ndarray] = []
+        self.per_epoch = len(self._epoch(np.random.default_rng(0)))
+
+    def _epoch(self, rng) -> list[np.ndarray]:
+        perm = rng.permutation(len(self.lens))
+        batches = []
+        for lo in range(0, len(perm), 8 * self.max_seqs):
+            group = perm[lo:lo + 8 * self.max_seqs]
+            group = group[np.argsort(self.lens[group], kind="stable")]
+            cur: list[int] = []
+            for i in group:  # ascending lengths: the newcomer is the longest of its batch
+                if cur and (len(cur) >= self.max_seqs or (len(cur) + 1) * self.lens[i] > self.max_tokens):
+                    batches.append(np.asarray(cur))
+                    cur = []
+                cur.append(int(i))
+            if cur:
+                batches.append(np.asarray(cur))
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def next(self) -> np.ndarray:
+        if not self.queue:
+            self.queue = self._epoch(self.rng)
+        return self.queue.pop()
+
+
+# ============================================================================================
+# batches and the loss
+# ============================================================================================
+class Trainee:
+    """The model being trained with what batches need: token ids of pads and images, the image
+    processor (or the fast pixel-value builder) and the device."""
+
+    def __init__(self, model, tokenizer, image_processor, device, fast: bool = True):
+        self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
+        self.device = torch.device(device)
+        self.fast = bool(fast and enable_fast_path is not None)
+        if self.fast:
+            try:
+                enable_fast_path(model)
+            except Exception as exc:  # e.g. transformers internals it does not know: the stock path is still right
+                print(f"[sft] fast path unavailable ({type(exc).__name__}: {exc}); using the stock forward",
+                      file=sys.stderr)
+                self.fast = False
+        cfg = model.config
+        self.image_token_id = cfg.image_token_id
+        self.video_token_id = getattr(cfg, "video_token_id", None)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def pixel_values(self, frames: torch.Tensor):
+        """(pixel_values, image_grid_thw) of uint8 frames (N, H, W, 3), on the frames' device."""
+        if self.fast:
+            return pixel_values_from_frames(frames, self.image_processor)
+        out = self.image_processor(images=list(frames.cpu().numpy()), return_tensors="pt")
+        return out["pixel_values"].to(frames.device), out["image_grid_thw"].to(frames.device)
+
+    def collate(self, recs: Records, idx) -> dict:
+        """Left-padded batch (as the policy pads) of sequences ``idx`` of ``recs``."""
+        n, lens = len(idx), recs.lens[idx]
+        width = int(lens.max())
+        ids = np.full((n, width), self.pad_id, np.int64)
+        attn = np.zeros((n, width), np.int64)
+        lmask = np.zeros((n, width), np.bool_)
+        for r, i in enumerate(idx):
+            a, b = recs.tok_off[i], recs.tok_off[i + 1]
+            ids[r, width - (b - a):] = recs.ids[a:b]
+            attn[r, width - (b - a):] = 1
+            lmask[r, width - (b - a):] = recs.mask[a:b]
+        batch = {"input_ids": torch.from_numpy(ids).to(self.device), "attention_mask": torch.from_numpy(attn).to(self.device),
+                 "loss_mask": torch.from_numpy(lmask).to(self.device)}
+        img = np.concatenate([np.arange(recs.img_off[i], recs.img_off[i + 1]) for i in idx])
+        if len(img):
+            sel = torch.from_numpy(img).to(recs.frames.device)
+            batch["frames"] = recs.frames.index_select(0, sel).to(self.device)
+        return batch
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, int]:
+        """Mean next-token cross-entropy over loss-mask tokens (assistant tokens), computing the
+        vocabulary projection only where a target is."""
+        ids = batch["input_ids"]
+        mm = (ids == self.image_token_id).long()
+        if self.video_token_id is not None:
+            mm = mm + 2 * (ids == self.video_token_id).long()
+        kw = dict(input_ids=ids, attention_mask=batch["attention_mask"], mm_token_type_ids=mm, use_cache=False)
+        if "frames" in batch:
+            pv, grid = self.pixel_values(batch["frames"])
+            kw.update(pixel_values=pv.to(self.model.dtype), image_grid_thw=grid)
+        hidden = self.model.model(**kw).last_hidden_state
+        sel = batch["loss_mask"][:, 1:]
+        logits = self.model.lm_head(hidden[:, :-1][sel]).float()
+        return F.cross_entropy(logits, ids[:, 1:][sel]), int(sel.sum())
+
+
 def nll_loss(policy, convs) -> tuple[torch.Tensor, int]:
-    """Mean NLL over assistant tokens (the loss mask is ``generated_mask``)."""
+    """Mean NLL over assistant tokens through the policy (``generated_mask``): the reference the
+    batched loss is tested against."""
     lps = policy.conversation_logprobs(convs, temperature=1.0)
     total, n = 0.0, 0
     for lp, c in zip(lps, convs):
@@ -158,119 +503,163 @@ def nll_loss(policy, convs) -> tuple[torch.Tensor, int]:
     return total / max(n, 1), n
 
 
-def train_stage(policy, samples, steps: int, lr: float, args: Args, writer, stage: str, rng: random.Random):
-    """``steps`` AdamW steps on ``samples`` (records with a pre-encoded ``conv``)."""
-    model = policy.model
-    amp = args.amp and policy.device.type == "cuda"
+# ============================================================================================
+# training
+# ============================================================================================
+STATE_FILE = "train_state.pt"
+
+
+def _atomic_save(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def learning_rate(peak: float, step: int, progress: float, warmup: int, floor: float = 0.1) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine from ``peak`` to ``floor * peak`` over
+    the stage's progress in [0, 1]."""
+    warm = min(1.0, (step + 1) / max(1, warmup))
+    return peak * warm * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+@dataclass
+class Stage:
+    name: str                      # "stage1" | "stage2"
+    parts: dict                    # part name -> Records
+    weights: dict                  # part name -> sampling weight (relative to batches per epoch)
+    steps: int                     # at most this many optimiser steps
+    lr: float
+    alloc_s: float = math.inf      # the schedule's time horizon (progress = max(step/steps, time/alloc))
+    caption_only_until: float = 0.0  # progress below which only caption parts are sampled
+    end_by: float = math.inf       # unix time by which this stage AND the next one's steps must be done
+    next_steps: int = 0            # the next stage's step count (its time is kept free)
+    next_share: float = 0.0        # share of the time before end_by kept for the next stage until
+                                   # this stage's own step time is measured
+
+    def horizon(self, train_s: float, now: float, sec_per_step: float | None) -> float:
+        """The training seconds this stage may take in all: up to ``end_by`` minus the time the
+        next stage's steps will need (1.3x this stage's measured step time, +15 s)."""
+        if not math.isfinite(self.end_by):
+            return self.alloc_s
+        left = self.end_by - now
+        keep = self.next_steps * sec_per_step * 1.3 + 15.0 if sec_per_step else left * self.next_share
+        return max(train_s, train_s + left - keep)
+
+
+def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: float, state: dict | None,
+                save_state, evaluate) -> dict:
+    """Train one stage (resuming from ``state`` if given); returns its record. Stops at its step
+    count, at the end of its time horizon, or at the hard ``deadline`` (then ``stopped`` is set)."""
+    model = tr.model
+    amp = args.amp and tr.device.type == "cuda"
+    opt = torch.optim.AdamW(model.parameters(), lr=stage.lr, weight_decay=args.weight_decay, betas=(0.9, 0.95))
+    step, train_s, history = 0, 0.0, {"loss": [], "eval": []}
+    if state:
+        opt.load_state_dict(state["opt"])
+        step, train_s, history = state["step"], state["train_seconds"], state["history"]
+    rng = np.random.default_rng([args.seed, int(stage.name[-1]), step])  # the resume point fixes the data order
+    batchers = {n: Batcher(r.lens, args.batch_size, args.batch_tokens, rng) for n, r in stage.parts.items() if len(r)}
+    names = sorted(batchers)
+    caption_parts = [n for n in names if n.endswith(("_frame", "_caption"))]
+    share = np.array([batchers[n].per_epoch * stage.weights.get(n, 1.0) for n in names], np.float64)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=args.weight_decay, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, args.warmup))
-                                              * (0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, s / max(1, steps))))))
-    order: list[int] = []
-    t0, tokens, losses = time.time(), 0, []
-    bar = tqdm(range(steps), desc=f"{stage}", disable=not args.progress, dynamic_ncols=True)
-    for step in bar:
-        if len(order) < args.batch_size:  # a new epoch; length-bucketed batches cut padding
-            perm = list(range(len(samples)))
-            rng.shuffle(perm)
-            chunks = [perm[i:i + args.batch_size * 8] for i in range(0, len(perm), args.batch_size * 8)]
-            order = [i for ch in chunks for i in sorted(ch, key=lambda j: samples[j]["len"])]
-            batches = [order[i:i + args.batch_size] for i in range(0, len(order), args.batch_size)]
-            rng.shuffle(batches)
-            order = [i for b in batches for i in b]
-        idx, order = order[:args.batch_size], order[args.batch_size:]
-        convs = [samples[i]["conv"] for i in idx]
+    t_last_save = time.time()
+    stopped = None
+    # a time-bound stage has no known step count: the bar counts steps and shows the schedule's progress
+    bar = tqdm(total=None if math.isfinite(stage.alloc_s) else stage.steps, initial=step,
+               desc=f"{args.tool_prior} {stage.name}", disable=not args.progress, dynamic_ncols=True, mininterval=5)
+    pending_loss = []
+    step0, wall0 = step, time.time()
+    while True:
+        measured = (time.time() - wall0) / (step - step0) if step - step0 >= 20 else None
+        stage.alloc_s = stage.horizon(train_s, time.time(), measured)
+        progress = max(step / max(1, stage.steps), train_s / stage.alloc_s if stage.alloc_s > 0 else 1.0)
+        if time.time() >= deadline:
+            stopped = "time budget"
+            break
+        if progress >= 1.0:
+            break
+        t0 = time.time()
+        allowed = caption_parts if progress < stage.caption_only_until and caption_parts else names
+        p = np.array([share[names.index(n)] for n in allowed])
+        part = allowed[int(rng.choice(len(allowed), p=p / p.sum()))]
+        idx = batchers[part].next()
+        lr = learning_rate(stage.lr, step, progress, args.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        batch = tr.collate(stage.parts[part], idx)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss, n = nll_loss(policy, convs)
+            loss, ntok = tr.loss(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
-        sched.step()
-        tokens += sum(len(c) for c in convs)
-        losses.append(loss.detach())
-        if step % args.log_every == 0 or step == steps - 1:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-        if writer is not None and (step % args.log_every == 0 or step == steps - 1):
-            writer.add_scalar(f"{stage}/loss", loss.item(), step)
-            writer.add_scalar(f"{stage}/grad_norm", float(gnorm), step)
-            writer.add_scalar(f"{stage}/lr", sched.get_last_lr()[0], step)
-            writer.add_scalar(f"{stage}/tokens_per_s", tokens / (time.time() - t0), step)
+        step += 1
+        pending_loss.append((part, loss.detach(), len(idx), ntok))
+        if step % args.log_every == 0 or step == stage.steps:
+            vals = torch.stack([x[1] for x in pending_loss]).float().cpu().tolist()
+            mean = float(np.mean(vals))
+            history["loss"].append((step, mean))
+            if writer is not None:
+                writer.add_scalar(f"{stage.name}/loss", mean, step)
+                for n in {x[0] for x in pending_loss}:
+                    writer.add_scalar(f"{stage.name}/loss/{n}", float(np.mean([v for x, v in zip(pending_loss, vals)
+                                                                               if x[0] == n])), step)
+                writer.add_scalar(f"{stage.name}/lr", lr, step)
+                writer.add_scalar(f"{stage.name}/grad_norm", float(gnorm), step)
+                writer.add_scalar(f"{stage.name}/progress", progress, step)
+                writer.add_scalar(f"{stage.name}/sequences_per_step", float(np.mean([x[2] for x in pending_loss])), step)
+            bar.set_postfix(loss=f"{mean:.3f}", progress=f"{progress:.0%}", refresh=False)
+            pending_loss = []
+        train_s += time.time() - t0
+        if args.eval_every and step % args.eval_every == 0:
+            t0 = time.time()
+            history["eval"].append(dict(step=step, **evaluate(stage.name, step)))
+            model.train()
+            train_s += time.time() - t0
+        bar.update(1)
+        if time.time() - t_last_save >= args.checkpoint_every_s:
+            save_state(stage.name, step, train_s, stage.alloc_s, opt, history)
+            t_last_save = time.time()
+    bar.close()
     model.eval()
-    return [float(x) for x in torch.stack(losses).cpu()] if losses else []
+    return dict(steps=step, seconds=train_s, stopped=stopped, history=history, opt=opt)
 
 
-def _chunks(n: int, parts: int) -> list[int]:
-    return [n // parts + (j < n % parts) for j in range(parts)]
+def build_base(args: Args, tokenizer):
+    """Random-init tiny model around ``tokenizer`` on ``args.device``."""
+    return build_tiny_model(tokenizer, seed=args.seed).to(args.device)
 
 
-def _share_by_file() -> None:
-    """Workers return many tensors; passing each as a file descriptor can exhaust a low fd limit."""
-    torch.multiprocessing.set_sharing_strategy("file_system")
-
-
-def encoded_corpus(tokenizer, n_caption, n_direct, n_tool, dialect, kwargs, workers: int, progress=None):
-    """(records, stats): the corpus built and encoded in-process or in ``workers`` spawned processes
-    (chunk j gets seed ``kwargs['seed'] * 1009 + j``)."""
-    from agents.lmm.corpus import corpus_stats, encode_record, encoded_chunk
-    if workers <= 1:
-        samples = build_corpus(n_caption, n_direct, n_tool, dialect, progress=progress, **kwargs)
-        policy = TransformersPolicy(build_tiny_model(tokenizer, num_hidden_layers=1), tokenizer, build_image_processor())
-        return [encode_record(policy, s) for s in samples], corpus_stats(samples)
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    parts = [(c, d, t) for c, d, t in zip(_chunks(n_caption, workers), _chunks(n_direct, workers),
-                                           _chunks(n_tool, workers))]
-    records, stats = [], []
-    torch.multiprocessing.set_sharing_strategy("file_system")
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_share_by_file) as ex:
-        futs = [ex.submit(encoded_chunk, tokenizer, c, d, t, dialect, dict(kwargs, seed=kwargs["seed"] * 1009 + j))
-                for j, (c, d, t) in enumerate(parts)]
-        for (c, d, t), f in zip(parts, futs):
-            r, st = f.result()
-            records += r
-            stats.append(st)
-            progress and progress(c + d + t)
-    merged: dict = {"kinds": {}, "agents": {}, "families": {}}
-    for st in stats:
-        for key in ("kinds", "agents", "families"):
-            for k, v in st.get(key, {}).items():
-                merged[key][k] = merged[key].get(k, 0) + v
-    return records, merged
-
-
-def corpora(args: Args, tokenizer, progress: bool = True):
-    """(stage 1 records, stage 2 records, stats), deterministic in the seed (and ``--workers``)."""
-    wc, budgets = args.world(), args.budget_tuple()
-    n_tool = args.stage1_tool if args.tool_prior == "strong" else int(round(args.stage1_tool * args.weak_tool_fraction))
-    n1 = args.stage1_caption + args.stage1_direct + n_tool
-    n2 = args.stage2_caption + args.stage2_direct + args.stage2_tool
-    common = dict(wc=wc, budgets=budgets, oracle_fraction=args.oracle_fraction, keep_wrong=args.keep_wrong)
-    with tqdm(total=n1 + n2, desc="corpora", disable=not progress, dynamic_ncols=True) as bar:
-        r1, st1 = encoded_corpus(tokenizer, args.stage1_caption, args.stage1_direct, n_tool, "native",
-                                 dict(common, seed=args.seed, close_think_p=args.native_close_think_p,
-                                      index_range=(0, args.stage1_episodes)), args.workers, bar.update)
-        r2, st2 = encoded_corpus(tokenizer, args.stage2_caption, args.stage2_direct, args.stage2_tool, "paravt",
-                                 dict(common, seed=args.seed + 1000, index_range=(args.stage1_episodes, wc.dataset_size)),
-                                 args.workers, bar.update)
-    return r1, r2, {"stage1": st1, "stage2": st2}
-
-
-def build_base(args: Args):
-    """Tokenizer (same for both priors: trained on both dialects) + random-init tiny model + policy."""
-    tok = build_tokenizer(tokenizer_texts(args.world()), vocab_size=args.vocab_size)
-    model = build_tiny_model(tok, seed=args.seed)
-    proc = build_image_processor()
-    return TransformersPolicy(model, tok, proc, device=args.device)
+def state_key(args: Args) -> str:
+    d = {k: v for k, v in dataclasses.asdict(args).items() if k not in RUNTIME_FIELDS}
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def main(args: Args) -> Path:
+    """Build (or resume building) one prior's checkpoints; ``--tool-prior both`` builds two."""
+    t_start = time.time()
+    deadline = (args.deadline_unix if args.deadline_unix > 0 else
+                t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
+    if args.tool_prior == "both":
+        return main_both(args, t_start, deadline)
     from torch.utils.tensorboard import SummaryWriter
 
+    out = Path(args.out)
+    state_path = out / STATE_FILE
+    if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file() and not state_path.exists():
+        print(f"[sft] {out} is already built (cold_start + sft_args.json); nothing to do", file=sys.stderr)
+        return out / "cold_start"
+    out.mkdir(parents=True, exist_ok=True)
+    state = torch.load(state_path, map_location="cpu", weights_only=False) if state_path.is_file() else None
+    if state is not None and state["key"] != state_key(args):
+        raise SystemExit(f"{state_path} belongs to a run with other settings; resume with the same flags, or delete "
+                         f"it (or pick another --out) to start afresh")
     if args.threads:
         torch.set_num_threads(args.threads)
     if str(args.device).startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -278,33 +667,148 @@ def main(args: Args) -> Path:
     writer = SummaryWriter(os.path.join(args.runs_dir, run_name))
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
         f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t_start = time.time()
 
-    policy = build_base(args)
-    r1, r2, stats = corpora(args, policy.tokenizer, progress=args.progress)
-    for name, recs in (("stage1", r1), ("stage2", r2)):
-        writer.add_text(f"{name}/corpus", json.dumps(stats[name]))
-        writer.add_scalar(f"{name}/mean_tokens", float(np.mean([r["len"] for r in recs])), 0)
-    rng = random.Random(args.seed)
+    plan = corpus_plan(args)
+    tok, cdir, stats = prepare_corpus(args, plan, progress=args.progress)
+    t_corpus = time.time() - t_start
+    proc = build_image_processor()
+    model = build_base(args, tok)
+    tr = Trainee(model, tok, proc, args.device, fast=args.fast)
+    if not tr.fast and tr.device.type == "cuda":
+        print("[sft] agents.lmm.fast_qwen is not available (or --fast false): the stock forward and the PIL image "
+              "processor are several times slower on the GPU", file=sys.stderr)
+    parts = {}
+    for name in plan:
+        limit = native_count(args, args.tool_prior) if name == "s1_native" else None
+        if limit == 0:
+            continue
+        parts[name] = Records.load(cdir / name, limit).to(tr.device)
+    print(f"[sft] {args.tool_prior}: corpus ready in {t_corpus:.0f} s ({cdir}): " + ", ".join(
+        f"{n} {len(r)}" for n, r in sorted(parts.items())), file=sys.stderr)
+    for name, recs in parts.items():
+        writer.add_text(f"corpus/{name}", json.dumps(stats.get(name, {})))
+        writer.add_scalar(f"corpus/{name}/mean_tokens", float(recs.lens.mean()) if len(recs) else 0.0, 0)
 
-    info = {"args": dataclasses.asdict(args), "run_name": run_name, "corpus_stats": stats,
-            "corpus_seconds": time.time() - t_start}
-    t1 = time.time()
-    info["stage1_loss"] = train_stage(policy, r1, args.stage1_steps, args.stage1_lr, args, writer, "stage1", rng)
-    info["stage1_seconds"] = time.time() - t1
-    save_checkpoint(str(out / "base"), policy.model, policy.tokenizer, policy.image_processor)
-    t2 = time.time()
-    info["stage2_loss"] = train_stage(policy, r2, args.stage2_steps, args.stage2_lr, args, writer, "stage2", rng)
-    info["stage2_seconds"] = time.time() - t2
-    save_checkpoint(str(out / "cold_start"), policy.model, policy.tokenizer, policy.image_processor)
+    from agents.lmm.perception import caption_eval, caption_items
+    from agents.lmm.subagent import Subagent
+    wc = args.world()
+    eval_sets = {"frame": caption_items(args.eval_frames, "frame", wc, seed=args.seed),
+                 "crop": caption_items(args.eval_crops, "caption", wc, seed=args.seed)} if args.eval_frames + args.eval_crops else {}
+    import inspect
+    fast_kw = {"fast": tr.fast} if "fast" in inspect.signature(TransformersPolicy).parameters else {}
+    eval_policy = TransformersPolicy(model, tok, proc, device=args.device, **fast_kw)
+    sub = Subagent(eval_policy, frame_size=None, max_new_tokens=args.eval_max_new_tokens, batch_size=256)
+
+    def evaluate(stage_name: str, step: int) -> dict:
+        model.eval()
+        res = {}
+        for name, items in eval_sets.items():
+            if items:
+                r, _ = caption_eval(sub, items)
+                res[f"{name}_object_f1"], res[f"{name}_scene_accuracy"] = r["object_f1"], r["scene_accuracy"]
+        for k, v in res.items():
+            writer.add_scalar(f"{stage_name}/eval/{k}", v, step)
+        if res:
+            print(f"[sft] {args.tool_prior} {stage_name} step {step}: " + ", ".join(f"{k} {v:.3f}" for k, v in res.items()),
+                  file=sys.stderr)
+        return res
+
+    key = state_key(args)
+    info = {"args": dataclasses.asdict(args), "run_name": run_name, "corpus_dir": str(cdir), "corpus_stats": stats,
+            "corpus_seconds": t_corpus, "fast_path": tr.fast,
+            "corpus": {n: r.kinds() for n, r in parts.items()}}
+    if state is not None:
+        model.load_state_dict(state["model"])
+        info.update(state.get("info_done", {}))
+
+    def save_state(stage_name, step, train_s, alloc_s, opt, history, info_done=None):
+        _atomic_save(dict(key=key, stage=stage_name, step=step, train_seconds=train_s, alloc_seconds=alloc_s,
+                          model=model.state_dict(), opt=opt.state_dict(), history=history,
+                          info_done=info_done if info_done is not None else {k: info[k] for k in info
+                                                                             if k.startswith("stage1")}), state_path)
+
+    # Stage 1 runs until the time left is what stage 2's steps need (+ a final eval and save);
+    # without a budget it runs its steps.
+    s1 = Stage("stage1", {n: r for n, r in parts.items() if n.startswith("s1_")},
+               {"s1_native": args.tool_weight}, args.stage1_steps, args.stage1_lr,
+               caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
+               next_steps=args.stage2_steps, next_share=args.stage2_share)
+    s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)
+    def stopped_early(stage_name, r, alloc_s):
+        """Out of time: keep what is learned (``base`` after a cut stage 1; ``cold_start`` marked
+        ``stage2_stopped`` after a cut stage 2) and the state to resume from; say so."""
+        save_state(stage_name, r["steps"], r["seconds"], alloc_s, r["opt"], r["history"],
+                   info_done={k: info[k] for k in info if k.startswith("stage1")})
+        print(f"[sft] {args.tool_prior}: {stage_name} stopped by the {r['stopped']} after {r['steps']} steps; "
+              f"re-run the same command to resume", file=sys.stderr)
+        writer.close()
+        if stage_name == "stage1":
+            save_checkpoint(str(out / "base"), model, tok, proc)
+            return out / "base"
+        save_checkpoint(str(out / "cold_start"), model, tok, proc)
+        info.update(stage2_stopped=r["stopped"], total_seconds=time.time() - t_start)
+        (out / "sft_args.json").write_text(json.dumps(info, indent=1))
+        return out / "cold_start"
+
+    if state is None or state["stage"] == "stage1":
+        r = train_stage(tr, s1, args, writer, deadline=deadline - 10.0 * math.isfinite(deadline),
+                        state=state, save_state=save_state, evaluate=evaluate)
+        info.update(stage1_steps_done=r["steps"], stage1_seconds=r["seconds"], stage1_loss=r["history"]["loss"],
+                    stage1_eval=r["history"]["eval"])
+        if r["stopped"]:
+            return stopped_early("stage1", r, s1.alloc_s)
+        if not args.eval_every or r["steps"] % args.eval_every:
+            info["stage1_eval"].append(dict(step=r["steps"], **evaluate("stage1", r["steps"])))
+        save_checkpoint(str(out / "base"), model, tok, proc)
+        state = None
+        save_state("stage2", 0, 0.0, math.inf, torch.optim.AdamW(model.parameters()), {"loss": [], "eval": []})
+    r = train_stage(tr, s2, args, writer, deadline=deadline, state=state, save_state=save_state, evaluate=evaluate)
+    info.update(stage2_steps_done=r["steps"], stage2_seconds=r["seconds"], stage2_loss=r["history"]["loss"],
+                stage2_eval=r["history"]["eval"], stage2_stopped=None)
+    if r["stopped"]:
+        return stopped_early("stage2", r, math.inf)
+    if not args.eval_every or r["steps"] % args.eval_every:
+        info["stage2_eval"].append(dict(step=r["steps"], **evaluate("stage2", r["steps"])))
+    save_checkpoint(str(out / "cold_start"), model, tok, proc)
     info["total_seconds"] = time.time() - t_start
-    info["corpus"] = {"stage1": {k: sum(r["kind"] == k for r in r1) for k in ("caption", "direct", "tool")},
-                      "stage2": {k: sum(r["kind"] == k for r in r2) for k in ("caption", "direct", "tool")}}
     (out / "sft_args.json").write_text(json.dumps(info, indent=1))
+    state_path.unlink(missing_ok=True)
     writer.close()
+    print(f"[sft] {args.tool_prior}: done in {info['total_seconds']:.0f} s -> {out / 'cold_start'}", file=sys.stderr)
     return out / "cold_start"
+
+
+def _child(args_dict: dict) -> None:
+    main(Args(**args_dict))
+
+
+def main_both(args: Args, t_start: float, deadline: float) -> Path:
+    """One corpus for both priors (rendered here with ``--workers``), then the strong and the weak
+    build in two processes side by side (on one GPU they share it), into ``<out>/strong`` and
+    ``<out>/weak``."""
+    import multiprocessing as mp
+
+    prepare_corpus(args, corpus_plan(args, ("strong", "weak")), progress=args.progress)
+    procs = []
+    for prior in ("strong", "weak"):
+        child = dataclasses.replace(args, tool_prior=prior, out=str(Path(args.out) / prior), workers=0,
+                                    corpus_dir=str(resolve_corpus_dir(args)),
+                                    deadline_unix=deadline if math.isfinite(deadline) else 0.0)
+        # the target is imported by name in the child, so take it from the importable ``trainers.sft``
+        # (this file may run as ``__main__`` or be loaded from its path)
+        target = importlib.import_module("trainers.sft")._child
+        p = mp.get_context("spawn").Process(target=target, args=(dataclasses.asdict(child),), name=f"sft-{prior}")
+        p.start()
+        procs.append((prior, p))
+    failed = []
+    for prior, p in procs:
+        p.join()
+        if p.exitcode != 0:
+            failed.append(f"{prior} (exit code {p.exitcode})")
+    if failed:
+        raise SystemExit(f"[sft] build failed: {', '.join(failed)}")
+    print(f"[sft] both priors built in {time.time() - t_start:.0f} s -> {args.out}/{{strong,weak}}", file=sys.stderr)
+    return Path(args.out)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,16 @@
     path = default_checkpoint("strong")      # cold-start checkpoint directory (TransformersPolicy(path))
 
 Lookup order for ``default_checkpoint(prior)`` (no build overrides given):
-1. a checkpoint SHIPPED in the repo: ``agents/lmm/checkpoints/tiny-<prior>/cold_start`` (e.g. the
-   GPU build ``python trainers/sft.py --preset gpu --device cuda --tool-prior <prior>
-   --out agents/lmm/checkpoints/tiny-<prior>``; ~4.4 MB of weights, with ``sft_args.json`` next to
-   ``cold_start/`` so evaluation recovers the world settings). ``PARAVT_NO_SHIPPED=1`` skips it.
+1. a checkpoint SHIPPED in the repo: ``agents/lmm/checkpoints/tiny-<prior>/cold_start``, the GPU
+   build of both priors on one H200 (``python trainers/sft.py --preset gpu --tool-prior both
+   --out DIR``, then ``DIR/<prior>/{cold_start,sft_args.json}`` copied to
+   ``agents/lmm/checkpoints/tiny-<prior>/``; ~4.6 MB of weights each, with ``sft_args.json`` next to
+   ``cold_start/`` so evaluation recovers the world settings: 56x56 frames, crop size, K).
+   ``PARAVT_NO_SHIPPED=1`` skips it.
 2. the cache ``$PARAVT_CACHE`` or ``~/.cache/paravt-gym/tiny-lmm-v<BUILD_VERSION>-<prior>``;
-3. otherwise the CPU build (``trainers/sft.py``, preset ``cpu``, a few minutes on one CPU thread)
-   runs into the cache; later calls return the cached directory at once.
+3. otherwise the CPU build (``trainers/sft.py``, preset ``cpu``) runs into the cache; later calls
+   return the cached directory at once. It is a small demo build: too short to learn to see (the
+   seeing model needs the GPU preset).
 With build ``overrides`` (keyword arguments of ``trainers/sft.py``'s ``Args``) the shipped
 checkpoint is ignored and the build is cached under a name that spells the overrides.
 """
@@ -26,7 +29,7 @@ import sys
 from pathlib import Path
 
 PRIORS = ("strong", "weak")
-BUILD_VERSION = 3  # bump when the build recipe changes, so stale caches are not reused
+BUILD_VERSION = 4  # bump when the build recipe changes, so stale caches are not reused
 SHIPPED_ROOT = Path(__file__).resolve().parent / "checkpoints"
 
 
@@ -72,6 +75,8 @@ def default_checkpoint(prior: str = "strong", cache_dir: str | None = None, prog
     shutil.rmtree(tmp, ignore_errors=True)
     args = sft.Args(tool_prior=prior, out=str(tmp), runs_dir=str(cache_root(cache_dir) / "runs"),
                     progress=progress, exp_name="default", **overrides)
+    if not args.corpus_dir:  # the pre-rendered corpus is cached next to the checkpoints
+        args.corpus_dir = str(cache_root(cache_dir) / "corpus" / sft.data_key(args))
     if progress:
         print(f"[paravt-gym] building the default {prior}-prior tiny LMM in {root} (first use only)",
               file=sys.stderr)

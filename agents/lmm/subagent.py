@@ -1,0 +1,171 @@
+"""The sub-agent: a policy summarising one crop from its frames alone.
+
+In ParaVT every parallel ``crop_video`` call goes to a sub-agent that shares the main agent's
+weights, sees only the crop's frames (each preceded by its timestamp) and a describe
+instruction, and returns a short text summary. :class:`Subagent` is that sub-agent as a
+callable for the environment:
+
+    import gymnasium as gym, paravt_env
+    from agents.lmm import Subagent, TransformersPolicy
+    from agents.lmm.default import default_checkpoint
+    policy = TransformersPolicy(default_checkpoint("strong"))
+    env = gym.make("ParaVT-LongVideo-v0", subagent=Subagent(policy), frame_size=(56, 56), crop_max_frames=8)
+
+and, batched, for trainers (``Subagent.run`` returns the conversations to train on).
+
+One prompt everywhere: :func:`subagent_messages` is what the SFT corpus trains the caption skill
+on (``agents.lmm.corpus``), what ``benchmarks/perception.py`` measures and what the trainer sends.
+The window named in the prompt is derived from the frames' timestamps (:func:`crop_window`), so
+the env's callable hook ``f(frames, question)``, which never sees the requested window, and a
+batched caller render the very same tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from paravt_env.multiagent import SUBAGENT_PROMPT
+
+__all__ = ["Subagent", "SubagentResult", "crop_window", "subagent_messages", "fit_frames", "clean_summary"]
+
+
+def crop_window(timestamps) -> tuple[float, float]:
+    """The window a crop's frames cover. Crops sample ``n`` timestamps at the centres of ``n``
+    equal bins of the requested window (``VideoSource.crop_timestamps``), so for ``n >= 2`` the
+    window is recovered exactly: first - step/2 .. last + step/2. One frame: a 1 s window
+    around it (its request was shorter than 2 s at 1 fps)."""
+    t = np.asarray(timestamps, dtype=np.float64).reshape(-1)
+    if len(t) == 0:
+        return 0.0, 0.0
+    half = (t[-1] - t[0]) / (len(t) - 1) / 2.0 if len(t) > 1 else 0.5
+    return max(0.0, float(t[0] - half)), float(t[-1] + half)
+
+
+def subagent_messages(frames, window=None, question: str = "") -> list[dict]:
+    """What a sub-agent sees: the crop's frames, each preceded by ``<t seconds>``, then the
+    describe instruction naming the window and the main agent's question. ``window`` None (the
+    default everywhere in this project) derives it from the timestamps (:func:`crop_window`)."""
+    a, b = crop_window(frames.timestamps) if window is None else (float(window[0]), float(window[1]))
+    content: list[dict] = []
+    for img, t in zip(frames.images, frames.timestamps):
+        content += [{"type": "text", "text": f"<{float(t):.1f} seconds>"}, {"type": "image", "image": img}]
+    content.append({"type": "text", "text": "\n" + SUBAGENT_PROMPT.format(a=a, b=b, question=question)})
+    return [{"role": "user", "content": content}]
+
+
+def fit_frames(images, size: tuple[int, int] | None) -> np.ndarray:
+    """``images`` (N, H, W, 3) uint8 resized to ``size`` = (height, width) with PIL bicubic, the
+    resampling the Qwen2-VL image processor itself applies, so a 64x64 frame fitted to 56x56
+    here gives the pixels the processor would have made of it. Unchanged if already that size."""
+    arr = np.asarray(images)
+    if arr.ndim != 4 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
+        raise ValueError(f"frames must be (N, H, W, 3) uint8, got shape {arr.shape} dtype {arr.dtype}")
+    if size is None or tuple(arr.shape[1:3]) == tuple(size):
+        return arr
+    from PIL import Image
+    h, w = int(size[0]), int(size[1])
+    return np.stack([np.asarray(Image.fromarray(f).resize((w, h), Image.BICUBIC)) for f in arr])
+
+
+_SPECIAL = re.compile(r"<\|[a-z_]+\|>")
+
+
+def clean_summary(text: str) -> str:
+    """A completion's text without Qwen-style special tokens (``<|im_end|>``, ``<|image_pad|>``,
+    ...) and surrounding whitespace: the summary becomes part of the main agent's next message,
+    where such a token would be read as chat structure or as an image slot."""
+    return _SPECIAL.sub("", text).strip()
+
+
+@dataclass
+class _Crop:
+    images: np.ndarray
+    timestamps: np.ndarray
+
+
+@dataclass
+class SubagentResult:
+    summary: str          # the text the main agent receives
+    conversation: Any     # the sub-agent's Conversation, completion appended (a training sequence)
+    completion: Any       # the Completion (token ids, behaviour log-probs)
+
+
+def _trained_frame_size(policy) -> tuple[int, int] | None:
+    """The frame size the checkpoint was trained on (its ``sft_args.json``), if it has one."""
+    from agents.lmm.default import checkpoint_info
+    path = getattr(getattr(policy.model, "config", None), "_name_or_path", "") or ""
+    if not path or not Path(path).exists():
+        return None
+    size = checkpoint_info(path).get("args", {}).get("frame_size")
+    return (int(size), int(size)) if size else None
+
+
+class Subagent:
+    """A policy playing the sub-agent: ``Subagent(policy)(frames, question) -> str``.
+
+    Args:
+        policy: a :class:`~agents.lmm.policy.TransformersPolicy` (the main agent's, to share weights).
+        max_new_tokens: tokens per summary (a crop caption of the world is 30-100 tokens).
+        temperature: 0 = greedy (default); > 0 samples (e.g. in RL rollouts).
+        top_p: nucleus sampling when temperature > 0.
+        frame_size: (height, width) frames are fitted to before the model sees them; ``"auto"``
+            (default) = the size the checkpoint was trained on when its ``sft_args.json`` says so,
+            else frames pass unchanged; ``None`` = never resize.
+        batch_size: crops generated together by :meth:`batch` / :meth:`run`.
+        seed: base seed of sampled summaries (each :meth:`run` call derives its own from it).
+
+    Never raises on what a crop holds: no frames gives ``"No frames."``.
+    """
+
+    def __init__(self, policy, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+                 frame_size: tuple[int, int] | str | None = "auto", batch_size: int = 64, seed: int = 0):
+        if max_new_tokens < 1 or batch_size < 1:
+            raise ValueError("max_new_tokens and batch_size must be >= 1")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self.policy, self.max_new_tokens, self.temperature, self.top_p = policy, int(max_new_tokens), float(temperature), top_p
+        self.frame_size = _trained_frame_size(policy) if frame_size == "auto" else (
+            None if frame_size is None else (int(frame_size[0]), int(frame_size[1])))
+        self.batch_size, self.seed, self._calls = int(batch_size), int(seed), 0
+
+    def messages(self, frames, question: str) -> list[dict]:
+        """The sub-agent's chat for one crop (frames fitted to ``frame_size``)."""
+        crop = _Crop(fit_frames(np.asarray(frames.images), self.frame_size), np.asarray(frames.timestamps))
+        return subagent_messages(crop, None, str(question))
+
+    def run(self, crops: Sequence[tuple[Any, str]], *, temperature: float | None = None,
+            seed: int | None = None) -> list[SubagentResult]:
+        """Summaries of many crops, generated in batches: ``crops`` = [(frames, question), ...].
+        Each result carries the sub-agent's conversation (completion appended) for training."""
+        temp = self.temperature if temperature is None else float(temperature)
+        results: list[SubagentResult | None] = [None] * len(crops)
+        todo = []
+        for i, (frames, question) in enumerate(crops):
+            if len(np.asarray(frames.timestamps).reshape(-1)) == 0:
+                results[i] = SubagentResult("No frames.", None, None)
+            else:
+                todo.append((i, self.messages(frames, question)))
+        if seed is None:
+            seed, self._calls = self.seed * 1_000_003 + self._calls, self._calls + 1
+        for lo in range(0, len(todo), self.batch_size):
+            chunk = todo[lo:lo + self.batch_size]
+            convs = [self.policy.start(m) for _, m in chunk]
+            comps = self.policy.generate(convs, temperature=temp, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
+                                         prefix="", stop=(), seed=seed + lo)
+            for (i, _), conv, comp in zip(chunk, convs, comps):
+                conv.append_completion(comp)
+                results[i] = SubagentResult(clean_summary(comp.text), conv, comp)
+        return results  # type: ignore[return-value]
+
+    def batch(self, crops: Sequence[tuple[Any, str]], **kw) -> list[str]:
+        """Summaries only: ``[(frames, question), ...] -> [str, ...]``."""
+        return [r.summary for r in self.run(crops, **kw)]
+
+    def __call__(self, frames, question: str) -> str:
+        """The environment's hook ``f(frames, question) -> str``."""
+        return self.run([(frames, question)])[0].summary

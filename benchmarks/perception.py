@@ -1,0 +1,173 @@
+"""Perception benchmark: can an LMM checkpoint see? (validation split, greedy decoding)
+
+    python benchmarks/perception.py --checkpoint agents/lmm/checkpoints/tiny-strong --json out.json
+    python benchmarks/perception.py --checkpoint DIR/strong --json strong.json --device cuda
+
+Measured (``agents.lmm.perception`` defines every number; world settings = the checkpoint's own
+``sft_args.json``: frame size, crop size, training K):
+
+| key | what |
+|---|---|
+| ``frame_object_f1``  | single frames (1 s crops) captioned by the model as sub-agent: F1 of the needles named, as (colour, shape, position) triples |
+| ``scene_accuracy``   | single frames: the caption names exactly the true scene |
+| ``crop_object_f1``   | crops sampled as the env samples a tool call's window (1 fps, the checkpoint's crop size), the sub-agent prompt; a needle counts only with its first and last time each within one crop frame |
+| ``visible_evidence_accuracy`` | needle, needle_attribute and global questions at a K whose overview shows the evidence, tools forbidden: answered from the overview |
+| ``tool_gain_k4``     | K = 4, needle and needle_attribute: accuracy calling tools (the model is its own sub-agent) minus accuracy with tools forbidden, same episodes |
+
+"Tools forbidden": the tool-call tags are suppressed and a turn that has not answered by its
+``</think>`` is continued from ``</think>\n<answer>``, so it always answers (a bare ban would
+derail a model trained to call at small K into answering nothing, inflating the gain).
+
+Also: the untimed crop F1, crops as a DEFAULT env hands them to ``Subagent`` (64x64 frames, 16 per
+crop; the sub-agent fits them to the checkpoint's size), per-family numbers, n per metric and
+95 % intervals. Writes ``--json`` and a markdown table next to it (``.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.lmm.corpus import CaptionConfig  # noqa: E402
+from agents.lmm.evaluate_lmm import training_budgets, world_config_of  # noqa: E402
+from agents.lmm.perception import (NEEDLE_FAMILIES, VISIBLE_FAMILIES, accuracy_summary, caption_eval,  # noqa: E402
+                                   caption_items, paired_gain, play, visible_items)
+from agents.lmm.policy import TransformersPolicy  # noqa: E402
+from agents.lmm.subagent import Subagent  # noqa: E402
+from paravt_env.questions import FAMILIES  # noqa: E402
+
+
+def resolve(path: str) -> str:
+    p = Path(path)
+    return str(p / "cold_start") if (p / "cold_start" / "config.json").is_file() else str(p)
+
+
+def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: int = 80, tool_episodes: int = 120,
+            env_default_crops: int = 128, device: str = "cpu", batch_size: int = 64, seed: int = 0,
+            log=print) -> dict:
+    """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family)."""
+    ckpt = resolve(checkpoint)
+    policy = TransformersPolicy(ckpt, device=device)
+    wc, budgets = world_config_of(ckpt), training_budgets(ckpt)
+    sub = Subagent(policy, frame_size=None, max_new_tokens=128, batch_size=batch_size)
+    res: dict = {"checkpoint": ckpt, "frame_size": list(wc.frame_size), "crop_max_frames": wc.crop_max_frames,
+                 "budgets": list(budgets), "device": device, "seed": seed, "details": {}}
+    t = time.time()
+    if frames:
+        r, preds = caption_eval(sub, caption_items(frames, "frame", wc, seed=seed))
+        res["frame_object_f1"], res["scene_accuracy"] = r["object_f1"], r["scene_accuracy"]
+        res["details"]["frames"] = dict(r, examples=preds[:3])
+        log(f"frames: F1 {r['object_f1']:.3f}, scene {r['scene_accuracy']:.3f} (n={r['n']}, {time.time() - t:.0f} s)")
+    if crops:
+        t = time.time()
+        r, preds = caption_eval(sub, caption_items(crops, "caption", wc, seed=seed))
+        res["crop_object_f1"] = r["object_f1"]
+        res["details"]["crops"] = dict(r, examples=preds[:3])
+        log(f"crops: F1 {r['object_f1']:.3f} (untimed {r['object_f1_untimed']:.3f}), n={r['n']}, {time.time() - t:.0f} s")
+    if env_default_crops:  # what a default env (64x64 frames, 16 per crop) gives the public Subagent
+        t = time.time()
+        big = replace(wc, frame_size=(64, 64))
+        items = caption_items(env_default_crops, "caption", big, seed=seed + 1,
+                              cc=CaptionConfig(max_frames=(16,), aug_p=0.0, per_episode=1))
+        r, _ = caption_eval(replace_sub(sub, wc.frame_size), items)
+        res["details"]["crops_env_default"] = r
+        log(f"crops, default env (64 px, 16 frames): F1 {r['object_f1']:.3f}, n={r['n']}, {time.time() - t:.0f} s")
+    if visible:
+        t = time.time()
+        recs = play(policy, wc, visible_items(visible, wc, budgets, seed=seed), budgets=budgets, forbid_tools=True,
+                    batch_size=batch_size, seed=seed)
+        s = accuracy_summary(recs, VISIBLE_FAMILIES)
+        res["visible_evidence_accuracy"] = s["accuracy"]
+        res["details"]["visible_evidence"] = s
+        log(f"visible evidence: accuracy {s['accuracy']:.3f} (n={s['n']}, {time.time() - t:.0f} s) "
+            + ", ".join(f"{f} {v['accuracy']:.2f}" for f, v in s["by_family"].items()))
+    if tool_episodes:
+        t = time.time()
+        items = [(i, 4) for fam in NEEDLE_FAMILIES
+                 for i in range(FAMILIES.index(fam), tool_episodes * len(FAMILIES), len(FAMILIES))]
+        tb = tuple(sorted(set(budgets) | {4}))
+        with_tools = play(policy, wc, items, budgets=tb, forbid_tools=False, subagent=sub, batch_size=batch_size, seed=seed)
+        without = play(policy, wc, items, budgets=tb, forbid_tools=True, batch_size=batch_size, seed=seed)
+        g = paired_gain(with_tools, without, seed=seed)
+        res["tool_gain_k4"] = g["gain"]
+        res["details"]["tool_gain_k4"] = dict(g, with_tools=accuracy_summary(with_tools, NEEDLE_FAMILIES),
+                                              without_tools=accuracy_summary(without, NEEDLE_FAMILIES))
+        log(f"tool gain at K=4: {g['gain']:+.3f} (with {res['details']['tool_gain_k4']['with_tools']['accuracy']:.3f}, "
+            f"without {res['details']['tool_gain_k4']['without_tools']['accuracy']:.3f}, n={g['n']}, "
+            f"{time.time() - t:.0f} s)")
+    return res
+
+
+def replace_sub(sub: Subagent, size) -> Subagent:
+    """The same sub-agent, fitting frames to ``size`` (as ``Subagent(policy)`` does for its checkpoint)."""
+    return Subagent(sub.policy, max_new_tokens=sub.max_new_tokens, frame_size=size, batch_size=sub.batch_size)
+
+
+def _ci(x) -> str:
+    return f"[{x[0]:.2f}, {x[1]:.2f}]" if x and x[0] == x[0] else ""
+
+
+def markdown(results: dict) -> str:
+    d = results["details"]
+    rows = []
+    if "frames" in d:
+        rows.append(("single-frame object F1", results["frame_object_f1"], d["frames"]["object_f1_ci"], d["frames"]["n"], ">= 0.95"))
+        rows.append(("single-frame scene accuracy", results["scene_accuracy"], d["frames"]["scene_accuracy_ci"], d["frames"]["n"], ">= 0.95"))
+    if "crops" in d:
+        rows.append(("crop object F1 (times within one crop frame)", results["crop_object_f1"], d["crops"]["object_f1_ci"],
+                     d["crops"]["n"], ">= 0.90"))
+        rows.append(("crop object F1, times ignored", d["crops"]["object_f1_untimed"], None, d["crops"]["n"], ""))
+        rows.append(("crop scene accuracy", d["crops"]["scene_accuracy"], d["crops"]["scene_accuracy_ci"], d["crops"]["n"], ""))
+    if "crops_env_default" in d:
+        c = d["crops_env_default"]
+        rows.append(("crop object F1, default env (64 px, 16 frames)", c["object_f1"], c["object_f1_ci"], c["n"], ""))
+    if "visible_evidence" in d:
+        v = d["visible_evidence"]
+        rows.append(("direct answers, evidence in the overview", v["accuracy"], v["accuracy_ci"], v["n"], ">= 0.80"))
+        rows += [(f"... {f}", s["accuracy"], s["accuracy_ci"], s["n"], ">= 0.80") for f, s in v["by_family"].items()]
+    if "tool_gain_k4" in d:
+        g = d["tool_gain_k4"]
+        rows.append(("tool gain at K=4 (needle, needle_attribute)", g["gain"], g["gain_ci"], g["n"], ">= 0.20"))
+        for label, key in (("with tools (own sub-agent)", "with_tools"), ("tools forbidden", "without_tools")):
+            s = g[key]
+            rows.append((f"... accuracy {label}, tool calls/ep {s['tool_calls']:.2f}", s["accuracy"], s["accuracy_ci"], s["n"], ""))
+            rows += [(f"...... {f}", x["accuracy"], x["accuracy_ci"], x["n"], "") for f, x in s["by_family"].items()]
+    lines = [f"Perception of `{results['checkpoint']}` (validation split, greedy; frames {results['frame_size'][0]} px, "
+             f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}).", "",
+             "| measure | value | 95% interval | n | target |", "|---|---|---|---|---|"]
+    lines += [f"| {name} | {v:.3f} | {_ci(ci)} | {n} | {tgt} |" for name, v, ci, n, tgt in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", required=True, help="cold_start directory or the sft build directory above it")
+    p.add_argument("--json", required=True, help="output JSON path (a .md table is written next to it)")
+    p.add_argument("--frames", type=int, default=256, help="held-out single frames (default 256)")
+    p.add_argument("--crops", type=int, default=256, help="held-out crops (default 256)")
+    p.add_argument("--env-default-crops", type=int, default=128, help="crops as a default env gives them (default 128)")
+    p.add_argument("--visible", type=int, default=80, help="episodes per family for direct answers (default 80 x 3)")
+    p.add_argument("--tool-episodes", type=int, default=120, help="K=4 episodes per needle family (default 120 x 2)")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    p.add_argument("--batch-size", type=int, default=64, help="sequences generated together")
+    p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws")
+    a = p.parse_args(argv)
+    t = time.time()
+    res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,
+                  env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed)
+    res["seconds"] = time.time() - t
+    out = Path(a.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    out.with_suffix(".md").write_text(markdown(res))
+    print(markdown(res))
+
+
+if __name__ == "__main__":
+    main()

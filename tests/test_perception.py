@@ -1,0 +1,149 @@
+"""The perception measurements: caption scoring by the world's grammar, held-out items drawn as
+the env samples crops, direct-answer items whose overview shows the evidence, tool suppression,
+intervals, and the benchmark script end to end."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from agents.lmm.corpus import WorldConfig, caption_needles, caption_scenes, evidence_visible
+from agents.lmm.perception import (CaptionItem, bootstrap, caption_items, paired_gain, score_captions, suppressed,
+                                   visible_items, wilson)
+from paravt_env.sources import Frames, SyntheticDataset
+from paravt_env.world import uniform_timestamps
+
+ROOT = Path(__file__).resolve().parents[1]
+WC = WorldConfig()
+
+
+def _item(truth, ts=(10.5, 14.5, 18.5, 22.5)):
+    return CaptionItem(Frames(np.zeros((len(ts), 56, 56, 3), np.uint8), np.asarray(ts)), "q", truth)
+
+
+def test_caption_grammar_parsing():
+    t = ("Scenes: beach scene (10.5-14.5 s); night scene (18.5-22.5 s). Objects: red star at top-left (14.5-18.5 s); "
+         "small grey circle (10.5 s); blue cross at center (22.5 s).")
+    assert caption_needles(t) == {("red", "star", "top-left"): (14.5, 18.5), ("blue", "cross", "center"): (22.5, 22.5)}
+    assert caption_scenes(t) == ["beach", "night"]
+    assert caption_needles("garbage <answer>x</answer> red star at nowhere (3 s)") == {}
+
+
+def test_score_captions_by_hand():
+    truth = "Scenes: beach scene (10.5-22.5 s). Objects: red star at top-left (14.5-18.5 s); blue cross at center (22.5 s)."
+    same = score_captions([truth], [_item(truth)])
+    assert same["object_f1"] == 1.0 and same["scene_accuracy"] == 1.0 and same["n"] == 1
+    # one needle right, one missing, one invented (wrong position): P = 1/2, R = 1/2
+    pred = "Scenes: beach scene (10.5-22.5 s). Objects: red star at top-left (14.5-18.5 s); green cross at left (22.5 s)."
+    r = score_captions([pred], [_item(truth)])
+    assert r["object_precision"] == 0.5 and r["object_recall"] == 0.5 and r["object_f1"] == 0.5
+    # times off by one crop frame (4 s) still count; by two they do not (untimed they do)
+    one = truth.replace("(14.5-18.5 s)", "(14.5-22.5 s)")
+    two = truth.replace("(14.5-18.5 s)", "(14.5-26.5 s)")
+    assert score_captions([one], [_item(truth)])["object_f1"] == 1.0
+    r2 = score_captions([two], [_item(truth)])
+    assert r2["object_f1"] == 0.5 and r2["object_f1_untimed"] == 1.0
+    # a wrong scene
+    assert score_captions([truth.replace("beach", "desert")], [_item(truth)])["scene_accuracy"] == 0.0
+    # a caption that names no needle scores 0 where needles were, and intervals come with n
+    r3 = score_captions(["Scenes: beach scene (10.5-22.5 s). Objects: none."] * 2, [_item(truth)] * 2)
+    assert r3["object_f1"] == 0.0 and r3["object_recall"] == 0.0 and len(r3["object_f1_ci"]) == 2
+
+
+def test_held_out_items_are_validation_crops_sampled_like_the_env():
+    frames = caption_items(6, "frame", WC, seed=1)
+    crops = caption_items(6, "caption", WC, seed=1)
+    assert all(len(it.frames.timestamps) == 1 for it in frames)
+    assert all(1 <= len(it.frames.timestamps) <= WC.crop_max_frames for it in crops)
+    assert any(len(it.frames.timestamps) > 1 for it in crops)
+    for it in frames + crops:
+        assert it.frames.images.shape[1:] == (56, 56, 3) and it.truth.startswith("Scenes: ")
+    # the truth is the validation world's caption of exactly these frames; the step is one crop frame
+    ds = SyntheticDataset("validation", 0, 6000)
+    it = crops[0]
+    matches = [i for i in range(0, 600) if ds[i].question.prompt() == it.question
+               and ds[i].source.caption(it.frames.timestamps) == it.truth]
+    assert matches
+    ts = it.frames.timestamps
+    if len(ts) > 1:
+        assert it.step == pytest.approx(ts[1] - ts[0])
+    # deterministic in the seed
+    assert [i.truth for i in caption_items(6, "caption", WC, seed=1)] == [i.truth for i in crops]
+
+
+def test_visible_items_show_their_evidence():
+    items = visible_items(3, WC, (4, 8, 16, 32, 64))
+    ds = SyntheticDataset("validation", 0, 6000)
+    fams = [ds[i].question.family for i, _ in items]
+    assert sorted(set(fams)) == ["global", "needle", "needle_attribute"] and len(items) == 9
+    for i, k in items:
+        q = ds[i].question
+        assert evidence_visible(uniform_timestamps(0.0, ds[i].source.duration, k), q.evidence, q.family)
+
+
+def test_suppressed_tokens_get_no_probability():
+    from agents.lmm import TransformersPolicy, build_tiny_model, build_tokenizer
+    tok = build_tokenizer()
+    policy = TransformersPolicy(build_tiny_model(tok, seed=0), tok)
+    conv = policy.start([{"role": "user", "content": "hi"}])
+    banned = ["<tool_call>", "<tool_code>"]
+    ids = [tok.convert_tokens_to_ids(t) for t in banned]
+    with suppressed(policy, banned):
+        with torch.no_grad():
+            logits = policy.model(input_ids=torch.tensor([conv.token_ids])).logits[0, -1]
+        assert logits[ids].max() < -1e8
+        comps = policy.generate([conv] * 4, temperature=1.0, max_new_tokens=12, seed=0, prefix="")
+        assert not any(t in ids for c in comps for t in c.token_ids)
+    with torch.no_grad():
+        assert policy.model(input_ids=torch.tensor([conv.token_ids])).logits[0, -1, ids].max() > -1e8  # removed
+
+
+def test_forbidden_tools_means_one_turn_that_answers():
+    """Tools forbidden: tags suppressed and the turn continued into an answer, whatever the model
+    wanted (here a random model): one turn, no call, an <answer> the env reads."""
+    from agents.lmm import TransformersPolicy, build_tiny_model, build_tokenizer
+    from agents.lmm.perception import forced_answers, play
+    tok = build_tokenizer()
+    policy = TransformersPolicy(build_tiny_model(tok, seed=1), tok)
+    env = WC.env("validation", nframes_gating=True, gating_budgets=(4,))
+    _, info = env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    with suppressed(policy, ("<tool_call>", "<tool_code>")):
+        texts = forced_answers(policy, [policy.start(info["messages"])] * 2, max_new_tokens=8)
+    assert all(t.startswith("<think>\n") and "</think>\n<answer>" in t and "<tool_call>" not in t for t in texts)
+    recs = play(policy, WC, [(0, 4), (1, 4)], budgets=(4,), forbid_tools=True, max_new_tokens=8)
+    assert [r["turns"] for r in recs] == [1, 1] and all(r["tool_calls"] == 0 for r in recs)
+    assert {r["family"] for r in recs} == {"needle", "needle_attribute"}
+
+
+def test_intervals():
+    lo, hi = wilson(80, 100)
+    assert lo < 0.8 < hi and 0.7 < lo and hi < 0.88
+    assert wilson(0, 0) != wilson(0, 0)  # nan
+    x = np.r_[np.ones(50), np.zeros(50)]
+    lo, hi = bootstrap(lambda idx: x[idx].mean(), 100)
+    assert lo < 0.5 < hi
+    g = paired_gain([{"correct": True}] * 6 + [{"correct": False}] * 4, [{"correct": False}] * 10)
+    assert g["gain"] == pytest.approx(0.6) and g["gain_ci"][0] > 0.2 and g["n"] == 10
+    with pytest.raises(ValueError):
+        paired_gain([{"correct": True}], [])
+
+
+@pytest.mark.slow
+def test_benchmark_script_writes_every_key(tmp_path):
+    from agents.lmm.default import shipped_checkpoint
+    ck = shipped_checkpoint("strong")
+    if ck is None:
+        pytest.skip("no shipped checkpoint")
+    out = tmp_path / "p.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "perception.py"), "--checkpoint", str(ck.parent),
+                    "--json", str(out), "--frames", "4", "--crops", "3", "--env-default-crops", "2", "--visible", "1",
+                    "--tool-episodes", "1", "--batch-size", "8"], check=True, cwd=ROOT, timeout=900)
+    res = json.loads(out.read_text())
+    for key in ("frame_object_f1", "crop_object_f1", "scene_accuracy", "visible_evidence_accuracy", "tool_gain_k4"):
+        assert key in res and isinstance(res[key], float)
+    assert res["details"]["frames"]["n"] == 4 and res["details"]["tool_gain_k4"]["n"] == 2
+    assert "| single-frame object F1 |" in out.with_suffix(".md").read_text()

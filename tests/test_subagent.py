@@ -1,0 +1,125 @@
+"""The public sub-agent: one prompt for corpus, env and trainer; frames fitted like the image
+processor; episodes through gym.make with the shipped checkpoint."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import paravt_env  # noqa: F401  (registers the env)
+from agents.lmm import Subagent, TransformersPolicy
+from agents.lmm.corpus import WorldConfig, caption_sample
+from agents.lmm.default import checkpoint_info, shipped_checkpoint
+from agents.lmm.subagent import clean_summary, crop_window, fit_frames, subagent_messages
+from agents.lmm.tiny_qwen import build_image_processor
+from paravt_env.sources import Frames, SyntheticDataset
+
+
+@pytest.fixture(scope="module")
+def policy():
+    torch.set_num_threads(2)
+    path = shipped_checkpoint("strong")
+    if path is None:
+        pytest.skip("no shipped checkpoint")
+    return TransformersPolicy(path)
+
+
+def test_crop_window_recovers_the_requested_window():
+    src = SyntheticDataset("validation", 0, 12)[0].source
+    for a, b, mf in [(10.0, 40.0, 8), (100.0, 103.5, 16), (5.2, 250.7, 16), (0.0, 2.0, 8), (33.3, 34.4, 8)]:
+        ts = src.crop_timestamps(a, b, 1.0, mf)
+        wa, wb = crop_window(ts)
+        if len(ts) > 1:
+            assert wa == pytest.approx(a) and wb == pytest.approx(b)
+        else:  # one frame: a 1 s window around it
+            assert (wa, wb) == pytest.approx((ts[0] - 0.5, ts[0] + 0.5))
+
+
+def test_one_prompt_for_corpus_subagent_and_env():
+    """The corpus trains captions on exactly the messages ``Subagent`` sends for the same crop."""
+    wc = WorldConfig()
+    ep = SyntheticDataset("validation", 0, 12)[3]
+    sample = caption_sample(ep, (120.0, 150.0), wc)
+    frames = ep.source.crop(120.0, 150.0, 1.0, wc.crop_max_frames, wc.frame_size)
+    sub = Subagent(None, frame_size=None)   # building messages needs no model
+    mine = sub.messages(frames, ep.question.prompt())
+    theirs = sample.messages[:-1]
+    assert [p.get("text") for p in mine[0]["content"]] == [p.get("text") for p in theirs[0]["content"]]
+    for p, q in zip(mine[0]["content"], theirs[0]["content"]):
+        if "image" in p:
+            np.testing.assert_array_equal(p["image"], q["image"])
+    text = mine[0]["content"][-1]["text"]
+    assert "120.0-150.0 s" in text and ep.question.prompt() in text
+    assert sample.assistant_texts[0] == ep.source.caption(frames.timestamps)
+
+
+def test_fit_frames_gives_what_the_image_processor_makes_of_a_64px_frame():
+    proc = build_image_processor()
+    frame = SyntheticDataset("validation", 0, 12)[0].source.frames_at([100.0, 300.0], (64, 64))
+    direct = proc(images=list(frame), return_tensors="pt")["pixel_values"]
+    fitted = proc(images=list(fit_frames(frame, (56, 56))), return_tensors="pt")["pixel_values"]
+    torch.testing.assert_close(direct, fitted, atol=0, rtol=0)
+    assert fit_frames(frame, (64, 64)) is frame or np.array_equal(fit_frames(frame, (64, 64)), frame)
+    with pytest.raises(ValueError, match="uint8"):
+        fit_frames(frame.astype(np.float32), (56, 56))
+
+
+def test_clean_summary_strips_chat_tokens():
+    assert clean_summary(" Scenes: a.<|im_end|>") == "Scenes: a."
+    assert clean_summary("x<|endoftext|><|endoftext|>\n") == "x"
+    assert clean_summary("a <|vision_start|><|image_pad|><|vision_end|>b<|im_start|>") == "a b"
+
+
+def test_auto_frame_size_comes_from_the_checkpoint(policy):
+    trained = checkpoint_info(shipped_checkpoint("strong"))["args"]["frame_size"]
+    assert Subagent(policy).frame_size == (trained, trained)
+    assert Subagent(policy, frame_size=None).frame_size is None
+    assert Subagent(policy, frame_size=(56, 56)).frame_size == (56, 56)
+    with pytest.raises(ValueError):
+        Subagent(policy, max_new_tokens=0)
+
+
+def test_batch_equals_single_calls_and_run_returns_training_sequences(policy):
+    wc = WorldConfig()
+    ds = SyntheticDataset("validation", 0, 30)
+    crops = [(ds[i].source.crop(40.0 * i, 40.0 * i + 12, 1.0, 8, wc.frame_size), ds[i].question.prompt())
+             for i in range(2)]
+    sub = Subagent(policy, max_new_tokens=16)
+    batched = sub.batch(crops)
+    assert batched == [sub(f, q) for f, q in crops]
+    res = sub.run(crops)
+    assert [r.summary for r in res] == batched
+    for r in res:
+        gen = [t for t, m in zip(r.conversation.token_ids, r.conversation.generated_mask) if m]
+        assert gen == r.completion.token_ids and 0 < len(gen) <= 16
+        assert clean_summary(policy.tokenizer.decode(gen)) == r.summary
+    empty = Frames(np.zeros((0, 56, 56, 3), np.uint8), np.zeros(0))
+    assert sub.batch([(empty, "q")]) == ["No frames."]
+
+
+def test_gym_make_with_subagent_runs_episodes_with_the_shipped_checkpoint(policy):
+    """``gym.make(..., subagent=Subagent(policy))``: every executed crop's tool response is the
+    sub-agent's own summary of that crop (default env: 64x64 frames, 16-frame crops)."""
+    sub = Subagent(policy, max_new_tokens=24)
+    env = gym.make("ParaVT-LongVideo-v0", subagent=sub, frame_budget=8, split="validation")
+    for seed in (0, 1):
+        obs, info = env.reset(seed=seed)
+        d = info["video_duration"]
+        calls = "".join('<tool_call>{"name": "crop_video", "arguments": {"start_time": %.1f, "end_time": %.1f}}'
+                        "</tool_call>" % (a, a + 20) for a in (0.1 * d, 0.5 * d))
+        obs, reward, term, trunc, info = env.step("Look.\n</think>" + calls)
+        assert not term and info["num_tool_calls"] == 2
+        responses = info["messages"][-1]["content"][0]["text"] + info["messages"][-1]["content"][1]["text"]
+        crops = env.unwrapped.last_crops
+        assert all(c.ok and c.frames.images.shape[1:] == (64, 64, 3) for c in crops)
+        for c in crops:
+            assert sub(c.frames, env.unwrapped.episode.question.prompt())[:40] in responses
+        obs, reward, term, trunc, info = env.step("Done.\n</think><answer>A</answer>")
+        assert term and "reward_components" in info
+    env.close()
+
+
+def test_subagent_messages_window_argument_is_honoured():
+    frames = Frames(np.zeros((2, 56, 56, 3), np.uint8), np.array([11.0, 13.0]))
+    assert "10.0-14.0 s" in subagent_messages(frames, None, "q")[0]["content"][-1]["text"]
+    assert "9.0-15.0 s" in subagent_messages(frames, (9.0, 15.0), "q")[0]["content"][-1]["text"]
