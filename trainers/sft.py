@@ -790,8 +790,10 @@ def main_both(args: Args, t_start: float, deadline: float) -> Path:
 
     prepare_corpus(args, corpus_plan(args, ("strong", "weak")), progress=args.progress)
     procs = []
-    for prior in ("strong", "weak"):
-        child = dataclasses.replace(args, tool_prior=prior, out=str(Path(args.out) / prior), workers=0,
+    gpus = torch.cuda.device_count() if args.device == "cuda" else 0
+    for i, prior in enumerate(("strong", "weak")):
+        device = f"cuda:{i % gpus}" if gpus > 1 else args.device  # one GPU each when there are several
+        child = dataclasses.replace(args, tool_prior=prior, out=str(Path(args.out) / prior), workers=0, device=device,
                                     corpus_dir=str(resolve_corpus_dir(args)),
                                     deadline_unix=deadline if math.isfinite(deadline) else 0.0)
         # the target is imported by name in the child, so take it from the importable ``trainers.sft``
