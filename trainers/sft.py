@@ -569,6 +569,7 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
     bar = tqdm(total=None if math.isfinite(stage.alloc_s) else stage.steps, initial=step,
                desc=f"{args.tool_prior} {stage.name}", disable=not args.progress, dynamic_ncols=True, mininterval=5)
     pending_loss = []
+    skipped = 0
     step0, wall0 = step, time.time()
     while True:
         measured = (time.time() - wall0) / (step - step0) if step - step0 >= 20 else None
@@ -593,12 +594,18 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
+        if torch.isfinite(gnorm) and torch.isfinite(loss):
+            opt.step()
+        else:  # one non-finite batch (a bf16 overflow, an empty target) must not poison the weights
+            skipped += 1
+            if writer is not None:
+                writer.add_scalar(f"{stage.name}/skipped_steps", skipped, step)
         step += 1
         pending_loss.append((part, loss.detach(), len(idx), ntok))
         if step % args.log_every == 0 or step == stage.steps:
             vals = torch.stack([x[1] for x in pending_loss]).float().cpu().tolist()
-            mean = float(np.mean(vals))
+            mean = float(np.nanmean([v if math.isfinite(v) else np.nan for v in vals])) if any(
+                math.isfinite(v) for v in vals) else float("nan")
             history["loss"].append((step, mean))
             if writer is not None:
                 writer.add_scalar(f"{stage.name}/loss", mean, step)
@@ -623,7 +630,10 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
             t_last_save = time.time()
     bar.close()
     model.eval()
-    return dict(steps=step, seconds=train_s, stopped=stopped, history=history, opt=opt)
+    if skipped:
+        print(f"[sft] {args.tool_prior} {stage.name}: {skipped} step(s) with a non-finite loss or gradient skipped",
+              file=sys.stderr)
+    return dict(steps=step, seconds=train_s, stopped=stopped, history=history, opt=opt, skipped=skipped)
 
 
 def build_base(args: Args, tokenizer):
