@@ -82,7 +82,8 @@ class GRPOArgs:
     max_turns: int = arg(3, "assistant turns per episode (paper: 3)")
     max_calls_per_turn: int = arg(5, "parallel crop calls per turn (paper: 5)")
     frame_budget: int = arg(64, "K overview frames when nFrames gating is off", GATING_BUDGETS)
-    frame_size: int = arg(28, "frame height = width in pixels (the tiny model was pretrained at 28)")
+    frame_size: int = arg(56, "frame height = width in pixels (56 = 4 visual tokens per frame, what the tiny model "
+                              "was pretrained on; 28 gives 1 token, too few to see objects)")
     crop_max_frames: int = arg(8, "frames per crop (1 fps)")
     tools: bool = arg(True, "advertise the crop tool; --no-tools trains plain GRPO on the overview alone (calls "
                             "written anyway are answered with an in-band error)")
@@ -90,9 +91,8 @@ class GRPOArgs:
     dataset_size: int = arg(6000, "episodes per split")
     # PARA-GRPO knobs
     nframes_gating: bool = arg(False, "per prompt K ~ Uniform(--gating-budgets), a function of the prompt's reset seed")
-    gating_budgets: str = arg("4,8", "comma list of K values nFrames gating draws from, a subset of 4,8,16,32,64 "
-                              "(PAPER: all five; the shipped tiny checkpoints were trained on K in {4, 8} and never "
-                              "call a tool at larger K)")
+    gating_budgets: str = arg("4,8,16,32,64", "comma list of K values nFrames gating draws from, a subset of "
+                              "4,8,16,32,64 (the paper draws from all five; so were the shipped cold starts trained)")
     think_prefix: bool = arg(False, "prefill '<think>\\n' at the start of every assistant turn")
     answer_suffix: bool = arg(False, "answer-suffix format weights (0.2/0.3/0.2) instead of default (0.3/0.2/0.1)")
     anchor_lambda: float = arg(0.0, "lambda_anchor: weight of the exploration anchor (0 = off)")
