@@ -233,12 +233,15 @@ def with_generation_prefix(processor, prefix: str) -> None:
     prompt that silently lacks the prefix."""
     if not prefix:
         return
+    def render(add_generation_prompt):
+        probe = [{"role": "system", "content": [{"type": "text", "text": "s"}]}]
+        return processor.apply_chat_template(probe, add_generation_prompt=add_generation_prompt, tokenize=False)
+
     template = processor.chat_template
-    probe = [{"role": "system", "content": [{"type": "text", "text": "s"}]}]
-    before = processor.apply_chat_template(probe, add_generation_prompt=True, tokenize=False)
+    plain, prompted = render(False), render(True)
     processor.chat_template = template + "{%- if add_generation_prompt -%}{{ " + repr(prefix) + " }}{%- endif -%}"
-    after = processor.apply_chat_template(probe, add_generation_prompt=True, tokenize=False)
-    if after != before + prefix:
+    # the generation prompt must be the last thing rendered, and the prefix must land right after it
+    if not (prompted.startswith(plain) and len(prompted) > len(plain) and render(True) == prompted + prefix):
         processor.chat_template = template
         raise ValueError("the chat template does not end with its generation prompt, so the think prefix cannot be "
                          "appended to it; pass --no-think-prefix or a Qwen-style template")
