@@ -25,11 +25,13 @@ What a step covers:
   its frames inside the step.
 
 Where the time goes:
-- Ours: generation, env + reward, update.
-- TRL: generation (``_generate_single_turn``), reward (``_calculate_rewards``), the rest of
-  ``_generate_and_score_completions`` (prompt processing, reference log-probs, decoding,
-  advantages), and update (the rest of the step: loss forward and backward, optimizer, batch
-  fetch, logging).
+- Ours: generation; env + reward (reset, frame rendering, prompt tokens and pixel values,
+  scoring); update (reference and policy forwards, backward, optimizer).
+- TRL: generation (``_generate_single_turn``), reward (``_calculate_rewards``), prompt
+  processing (``_tokenize_prompts``: chat template, image processor), the rest of
+  ``_generate_and_score_completions`` (mostly the reference model's log-probs; also decoding
+  and advantages), and update (the rest of the step: loss forward and backward, optimizer,
+  batch fetch, logging).
 
 Generated tokens differ between the two because each samples its own completions; tokens per
 step are reported next to the times.
@@ -94,6 +96,9 @@ def timed_trainer_cls():
         def _generate_single_turn(self, *a, **kw):
             return self._timed("generation", super()._generate_single_turn, *a, **kw)
 
+        def _tokenize_prompts(self, *a, **kw):
+            return self._timed("prompts", super()._tokenize_prompts, *a, **kw)
+
         def _calculate_rewards(self, *a, **kw):
             return self._timed("reward", super()._calculate_rewards, *a, **kw)
 
@@ -124,8 +129,10 @@ def step_clock():
             phases = dict(self.trainer.phase_seconds)
             self.trainer.phase_seconds.clear()
             gen, rew, rollout = phases.get("generation", 0.0), phases.get("reward", 0.0), phases.get("rollout", 0.0)
+            prompts = phases.get("prompts", 0.0)
             self.rows.append({"step": state.global_step, "seconds": seconds, "generation": gen, "reward": rew,
-                              "rollout_other": rollout - gen - rew, "update": seconds - rollout})
+                              "prompts": prompts, "rollout_other": rollout - gen - rew - prompts,
+                              "update": seconds - rollout})
 
     return StepClock()
 
@@ -168,13 +175,15 @@ def markdown(res: dict) -> str:
         f"step of each run excluded ({o['steps']} + {t['steps']} steps timed). TRL {res['trl_version']}, transformers "
         f"{res['transformers_version']}, torch {res['torch_version']}.",
         "",
-        "| trainer | s/step (mean) | s/step (median) | generation | env + reward | rollout other | update | other "
-        "| tokens/step | reward |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| trainer | s/step (mean) | s/step (median) | generation | env + reward | prompt processing | reference "
+        "log-probs + rest of rollout | update | other | tokens/step | reward |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| ours (trainers/para_grpo.py) | {o['seconds']:.2f} | {o['median_seconds']:.2f} | {o['generation']:.2f} | "
-        f"{o['env_reward']:.2f} | - | {o['update']:.2f} | {o['other']:.2f} | {o['tokens']:.0f} | {o['mean_reward']:.2f} |",
+        f"{o['env_reward']:.2f} | (in env) | (in update) | {o['update']:.2f} | {o['other']:.2f} | {o['tokens']:.0f} | "
+        f"{o['mean_reward']:.2f} |",
         f"| TRL GRPOTrainer | {t['seconds']:.2f} | {t['median_seconds']:.2f} | {t['generation']:.2f} | "
-        f"{t['reward']:.2f} | {t['rollout_other']:.2f} | {t['update']:.2f} | - | {t['tokens']:.0f} | {t['mean_reward']:.2f} |",
+        f"{t['reward']:.2f} | {t['prompts']:.2f} | {t['rollout_other']:.2f} | {t['update']:.2f} | - | {t['tokens']:.0f} | "
+        f"{t['mean_reward']:.2f} |",
         "",
         f"**Ratio ours / TRL: {res['ratio_mean']:.2f}x** (mean step time; median {res['ratio_median']:.2f}x; per round "
         f"{', '.join(f'{x:.2f}' for x in res['ratio_per_round'])}). TRL's dataset rows took "
@@ -216,7 +225,7 @@ def main(argv=None):
                     rows[who].append({"round": r, "warmup": i == 0, **row})
     ours_mean = summarize(rows["ours"], ("seconds", "generation", "env_reward", "update", "other", "tokens",
                                          "mean_reward"))
-    trl_mean = summarize(rows["trl"], ("seconds", "generation", "reward", "rollout_other", "update", "tokens",
+    trl_mean = summarize(rows["trl"], ("seconds", "generation", "reward", "prompts", "rollout_other", "update", "tokens",
                                        "mean_reward"))
 
     def mean_of(who, r):
