@@ -40,9 +40,13 @@ Four choices, and why:
 The GRPO settings follow trainers/para_grpo.py's flags, with the same names and defaults: G,
 prompts per step, temperature, new tokens, learning rate (held constant), weight decay,
 gradient clipping, PPO clip, k3 KL to a frozen reference (TRL's ``beta``), a frozen vision
-tower, and TRL's token-mean loss ("dapo"), which is our aggregation. Two things differ.
-Advantages are normalised per group only (ours also normalise over the batch afterwards), and
-TRL has no log-prob anchor (``--anchor-mode logprob``); the anchor bonus in the reward is here.
+tower, and TRL's token-mean loss ("dapo"), which is our aggregation. What differs:
+- advantages are normalised per group only; ours are then normalised over the batch as well;
+- TRL has no log-prob anchor (``--anchor-mode logprob``); the anchor *bonus* is in the reward here;
+- our sampler also ends a turn after --max-calls-per-turn closed tool calls, where TRL samples on
+  to the token budget (rare here: no tool is advertised);
+- our trainer runs the model through its batched fast path (agents/lmm/fast_qwen.py, same
+  numbers); TRL runs the stock transformers code.
 benchmarks/speed_trl.py times both trainers side by side on the same setting.
 """
 
