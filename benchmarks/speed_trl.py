@@ -164,6 +164,15 @@ def summarize(rows: list[dict], keys) -> dict:
     return out
 
 
+def _shown(path: str) -> str:
+    """A path inside the repository relative to it (for the markdown), others as given."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return path
+
+
 def markdown(res: dict) -> str:
     s, o, t = res["settings"], res["ours"]["mean"], res["trl"]["mean"]
     lines = [
@@ -232,7 +241,7 @@ def main(argv=None):
         return float(np.mean([x["seconds"] for x in rows[who] if x["round"] == r and not x["warmup"]]))
 
     res = {
-        "model": args.model, "device": "cuda" if torch.cuda.is_available() else "cpu", "rounds": a.rounds,
+        "model": _shown(args.model), "device": "cuda" if torch.cuda.is_available() else "cpu", "rounds": a.rounds,
         "steps_per_run": a.steps, "cpus": os.cpu_count(), "load_average": [load0[0], os.getloadavg()[0]],
         "platform": platform.platform(), "trl_version": trl.__version__,
         "transformers_version": transformers.__version__, "torch_version": torch.__version__,
