@@ -11,6 +11,9 @@ extras = {
     "vllm": ["vllm>=0.10"],
     "plots": ["matplotlib>=3.7"],
 }
+# examples/trl_grpo.py and tests/test_trl.py. Pinned: the example drives GRPOTrainer's config and
+# reward-function interface, which move between releases.
+extras["trl"] = ["trl==1.16.0", *extras["hf"]]
 extras["all"] = sorted({r for k, v in extras.items() if k != "vllm" for r in v})
 
 setup(
