@@ -196,7 +196,7 @@ def find_chromium() -> str | None:
     return None
 
 
-def _chromium(page: Path, *flags: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def _chromium(page: Path, *flags: str, timeout: float = 60) -> subprocess.CompletedProcess:
     exe = find_chromium()
     if exe is None:
         raise FileNotFoundError("no Chromium found (Debian: apt-get install -y chromium)")

@@ -180,7 +180,7 @@ def write_samples(run_dir: str | os.PathLike, step: int, samples: Sequence[Sampl
     records = []
     for s in samples:
         for name, picture in s.images.items():
-            Image.fromarray(picture).save(tmp / name, optimize=True)
+            Image.fromarray(picture).save(tmp / name, compress_level=1)  # fast; these are small
         records.append(s.record)
     doc = {"version": FORMAT_VERSION, "step": int(step), "samples": records}
     (tmp / RECORDS).write_text(json.dumps(doc, indent=1), encoding="utf-8")
