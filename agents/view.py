@@ -47,6 +47,9 @@ pre.error { background: #fff1f0; border-left: 4px solid #c83c3c; }
 img.frames { image-rendering: pixelated; max-width: 100%; display: block; margin: .3em 0; }
 .crop { margin: .5em 0 .5em 1em; }
 .meta { color: #555; font-size: .9em; }
+.cols { display: flex; gap: 1.5em; align-items: flex-start; }
+.episode { flex: 1; min-width: 0; }
+.outcome { flex: 0 0 290px; }
 """
 
 
@@ -77,17 +80,18 @@ def _verdict(rec: dict) -> str:
 
 
 def render_sample(rec: dict) -> str:
+    """One sample: the episode on the left (question, overview, turns, crops), the outcome and the
+    reward terms on the right, the timeline picture below."""
     i = _e(rec.get("index", ""))
+    answer = rec.get("answer")
     parts = [f'<section class="sample" id="sample{i}">',
              f"<h2>Sample {i}: {_verdict(rec)} &nbsp; reward {_num(rec.get('reward'))}</h2>",
              f'<p class="meta">question {_e(rec.get("question_id"))} ({_e(rec.get("family"))}), '
              f"video {_num(rec.get('duration'), '.1f')} s, K = {_e(rec.get('frame_budget'))} overview frames, "
              f"{_e(rec.get('dispatch'))} dispatch, sub-agent: {_e(rec.get('subagent'))}, "
              f"{_e(rec.get('num_tool_calls'))} crop(s) executed of {_e(rec.get('num_tool_calls_emitted'))} written</p>",
-             "<h3>Question</h3>", f'<pre class="question">\n{_e(rec.get("question"))}</pre>',
-             "<table><tr><th>truth</th><th>answer</th><th>result</th></tr>"
-             f"<tr><td>{_e(rec.get('truth'))}</td><td>{_e(rec.get('answer')) if rec.get('answer') is not None else '(none)'}</td>"
-             f"<td>{_verdict(rec)}</td></tr></table>"]
+             '<div class="cols"><div class="episode">',
+             "<h3>Question</h3>", f'<pre class="question">\n{_e(rec.get("question"))}</pre>']
     ov = rec.get("overview") or {}
     parts += ["<h3>Overview frames</h3>", _img(ov.get("image"), "overview frames")]
     for t in rec.get("turns") or []:
@@ -107,12 +111,17 @@ def render_sample(rec: dict) -> str:
             css = "tool" if r.get("executed") else "error"
             parts += [f'<div class="crop"><b>{head}</b>', _img(r.get("image"), f"frames of crop {j}"),
                       f'<pre class="{css}">\n{_model_text(r.get("text"))}</pre></div>']
+    parts += ['</div><div class="outcome">', "<h3>Outcome</h3>",
+              "<table><tr><th>truth</th><td>" + _e(rec.get("truth")) + "</td></tr>"
+              f"<tr><th>answer</th><td>{_e(answer) if answer is not None else '(none)'}</td></tr>"
+              f"<tr><th>result</th><td>{_verdict(rec)}</td></tr></table>"]
     comps = rec.get("reward_components") or {}
     if isinstance(comps, dict) and comps:
         parts.append("<h3>Reward terms</h3><table><tr><th>term</th><th>value</th></tr>")
         parts += [f"<tr><td>{_e(k)}</td><td>{_num(v)}</td></tr>" for k, v in comps.items()]
         parts.append(f"<tr><th>total reward</th><th>{_num(rec.get('reward'))}</th></tr></table>")
-    parts += ["<h3>Episode timeline</h3>", _img(rec.get("timeline"), "episode timeline"), "</section>"]
+    parts += ["</div></div>", "<h3>Episode timeline</h3>", _img(rec.get("timeline"), "episode timeline"),
+              "</section>"]
     return "\n".join(p for p in parts if p)
 
 
@@ -134,23 +143,36 @@ def render_step(doc: dict, run_name: str, prev_step: str | None, next_step: str 
     nav.append("</nav>")
     right = sum(bool(r.get("correct")) for r in recs)
     rows = "".join(
-        f'<tr><td><a href="#sample{_e(r.get("index"))}">{_e(r.get("index"))}</a></td><td>{_e(r.get("question_id"))}</td>'
+        f'<tr><td><a href="{sample_page_name(j)}">{_e(r.get("index"))}</a></td>'
+        f'<td><a href="#sample{_e(r.get("index"))}">{_e(r.get("question_id"))}</a></td>'
         f"<td>{_e(r.get('family'))}</td><td>{_e(r.get('frame_budget'))}</td><td>{_e(r.get('num_tool_calls'))}</td>"
         f"<td>{_e(r.get('answer'))}</td><td>{_e(r.get('truth'))}</td><td>{_verdict(r)}</td>"
-        f"<td>{_num(r.get('reward'))}</td></tr>" for r in recs)
+        f"<td>{_num(r.get('reward'))}</td></tr>" for j, r in enumerate(recs))
     body = "\n".join(nav + [
         f"<h1>{_e(run_name)}: evaluation at step {step}</h1>",
-        f'<p class="meta">{len(recs)} sample rollout(s), {right} right</p>',
+        f'<p class="meta">{len(recs)} sample rollout(s), {right} right; # opens a sample on its own page</p>',
         "<table><tr><th>#</th><th>question</th><th>family</th><th>K</th><th>crops</th><th>answer</th>"
         f"<th>truth</th><th>result</th><th>reward</th></tr>{rows}</table>",
         *[render_sample(r) for r in recs]])
     return _page(f"{run_name} step {doc.get('step')}", body)
 
 
+def sample_page_name(position: int) -> str:
+    """The page of the sample at `position` in its step's records, inside the step folder."""
+    return f"sample{int(position)}.html"
+
+
+def render_sample_page(rec: dict, run_name: str, step) -> str:
+    body = "\n".join(['<nav><a href="index.html">this step</a><a href="../index.html">all steps</a></nav>',
+                      f"<h1>{_e(run_name)}: evaluation at step {_e(step)}</h1>", render_sample(rec)])
+    return _page(f"{run_name} step {step} sample {rec.get('index')}", body)
+
+
 def build(run_dir: str | os.PathLike) -> tuple[Path, list[Path]]:
-    """Write every step page and the index; returns the index and the step pages, in step order. Raises FileNotFoundError with
-    what to do when the run has no samples; a step whose records cannot be read is listed on the
-    index with its problem and skipped."""
+    """Write every step page (all its samples), one page per sample (`sample_page_name`) and the
+    index; returns the index and the step pages, in step order. Raises FileNotFoundError with what
+    to do when the run has no samples; a step whose records cannot be read is listed on the index
+    with its problem and skipped."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir} is not a folder (pass a run folder, e.g. runs/para_grpo__s1)")
@@ -175,6 +197,9 @@ def build(run_dir: str | os.PathLike) -> tuple[Path, list[Path]]:
         pages.append(root / name / "index.html")
         pages[-1].write_text(page, encoding="utf-8", errors="replace")
         recs = [r for r in doc["samples"] if isinstance(r, dict)]
+        for j, rec in enumerate(recs):
+            (root / name / sample_page_name(j)).write_text(render_sample_page(rec, run_dir.name, doc.get("step")),
+                                                           encoding="utf-8", errors="replace")
         right = sum(bool(r.get("correct")) for r in recs)
         items.append(f'<li><a href="{_e(name)}/index.html">step {_e(doc.get("step"))}</a>: '
                      f"{len(recs)} sample(s), {right} right</li>")

@@ -191,6 +191,10 @@ def test_view_pages_escape_everything_and_show_every_text(tmp_path):
         rec = doc["samples"][0]
         n_crops = sum(1 for t in rec["turns"] if t["role"] == "tool" for r in t["responses"] if r["image"])
         assert len(parsed.imgs) >= len(doc["samples"]) * 2 + n_crops  # overview + timeline + crops
+        for j, r in enumerate(doc["samples"]):  # each sample also on its own page
+            alone = _parse((page.parent / view.sample_page_name(j)).read_text(encoding="utf-8"))
+            assert [t for c, t in alone.pres] == [_norm(x) for x in _expected_pres(r)]
+            assert "script" not in alone.tags and "marquee" not in alone.tags
     links = _parse(index.read_text())
     assert "a" in links.tags and "step_000010/index.html" in index.read_text()
 
