@@ -247,7 +247,7 @@ def dump_dom(page: str | os.PathLike) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m agents.view", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="a training run folder (holds samples/step_NNNNNN/records.json)")
     p.add_argument("--screenshot", default="", help="also save a PNG of the last step's page (needs Chromium)")
