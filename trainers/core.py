@@ -128,6 +128,9 @@ class GRPOArgs:
     eval_episodes: int = arg(24, "validation episodes per evaluation (split across processes)")
     eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
                                           "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
+    eval_samples: int = arg(4, "finished evaluation rollouts kept per evaluation for people to read: "
+                               "RUN_DIR/samples/step_N/ (python -m agents.view RUN_DIR) and TensorBoard eval_samples/*; "
+                               "0 = none")
     checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps (and at the end); 0 = only at the end")
     resume: bool = arg(False, "continue runs/<run name>/ from its latest checkpoint")
     progress: bool = arg(True, "tqdm progress bar")
@@ -180,6 +183,8 @@ def validate_args(args) -> None:
                  "max_calls_per_turn", "frame_size", "crop_max_frames", "micro_batch_size", "update_epochs"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.eval_samples < 0:
+        raise ValueError("--eval-samples must be >= 0")
     if not args.learning_rate >= 0:
         raise ValueError("--learning-rate must be >= 0 (0 measures the starting policy without updating it)")
     if args.temperature <= 0:
@@ -402,9 +407,12 @@ class _null:
 # ============================================================================================
 # evaluation
 # ============================================================================================
-def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000) -> dict[str, float]:
+def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
+             samples: list | None = None) -> dict[str, float]:
     """Validation episodes 0..eval_episodes-1 (episode i reset with seed + i, so gating draws the
-    same K every evaluation), split across processes, one rollout each at --eval-temperature."""
+    same K every evaluation), split across processes, one rollout each at --eval-temperature.
+    Given a list as `samples`, this process's first --eval-samples episodes are appended to it as
+    trainers.samples.Sample (captured before the env pool is reused)."""
     mine = [i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
     for start in range(0, len(mine), len(env_pool)):
@@ -415,6 +423,11 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000) -> di
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])
         rows += [episode_record(r) for r in rs]
+        if samples is not None:
+            from trainers.samples import capture
+
+            samples += [capture(r.env, r.info, r.reward, index=len(samples) + j)
+                        for j, r in enumerate(rs[:max(0, args.eval_samples - len(samples))])]
     out = episode_stats(gather_records(rows, dist), per_family=True)
     return out
 
@@ -548,13 +561,18 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
 
     def run_eval(step):
         model.eval()
-        m = evaluate(policy, eval_envs, args, dist)
+        samples = [] if writer is not None and args.eval_samples else None  # rank 0 keeps samples
+        m = evaluate(policy, eval_envs, args, dist, samples=samples)
         if no_tool_envs:
             m.update({f"no_tools/{k}": v for k, v in evaluate(policy, no_tool_envs, args, dist).items()})
         model.train()
         if writer is not None:
             for k, v in m.items():
                 writer.add_scalar(f"eval/{k}", v, step)
+        if samples:
+            from trainers.samples import write_samples
+
+            write_samples(run_dir, step, samples, writer)
         return m
 
     if args.eval_every and start_step == 0:
