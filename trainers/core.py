@@ -182,7 +182,12 @@ class GRPOArgs:
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    """Each flag's default after its help, unless the help already says it or there is none to show."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, "") or "default" in (action.help or "").lower():
+            return action.help
+        return super()._get_help_string(action)
 
 
 def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
@@ -391,6 +396,18 @@ def load_policy(path: str, device: torch.device):
     tok = policy.tokenizer
     suppress_tokens(policy.model, [tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
     return policy
+
+
+def prepare_model(model, args) -> None:
+    """The policy model as training wants it: vision tower frozen (--freeze-vision), gradient
+    checkpointing (--gradient-checkpointing), train mode."""
+    if args.freeze_vision:
+        for name, p in model.named_parameters():
+            if ".visual." in f".{name}":
+                p.requires_grad_(False)
+    if args.gradient_checkpointing:  # non-reentrant: right gradients even when the inputs need none
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
 
 
 def structural_ids(tokenizer) -> list[int]:
@@ -751,13 +768,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         ref_model = copy.deepcopy(model).eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    if args.freeze_vision:
-        for name, p in model.named_parameters():
-            if ".visual." in f".{name}":
-                p.requires_grad_(False)
-    if args.gradient_checkpointing:  # non-reentrant: correct gradients with a frozen vision tower and embeddings
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
+    prepare_model(model, args)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
     start_step, history = 0, []
     if run.checkpoint is not None:
