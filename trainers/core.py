@@ -406,7 +406,8 @@ def prepare_model(model, args) -> None:
             if ".visual." in f".{name}":
                 p.requires_grad_(False)
     if args.gradient_checkpointing:  # non-reentrant: right gradients even when the inputs need none
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable({"use_reentrant": False})  # the name transformers 5.x uses, or the older one
     model.train()
 
 
