@@ -663,7 +663,7 @@ def load_question_files(args):
     eval_ds = train_ds if eval_path == args.source else load_dataset(eval_path, **kw)
     if args.eval_every and len(eval_ds) < args.eval_episodes:
         raise DatasetError(f"--eval-episodes {args.eval_episodes} is more than the {len(eval_ds)} questions of "
-                         f"{eval_path}; pass --eval-episodes {len(eval_ds)} or fewer")
+                           f"{eval_path}; pass --eval-episodes {len(eval_ds)} or fewer")
     return train_ds, eval_ds
 
 
@@ -818,8 +818,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
                 writer.add_scalar(f"eval/{k}", v, step)
         return m
 
-    bar = tqdm(range(start_step, args.total_steps), initial=start_step, total=args.total_steps,
-               disable=not (args.progress and dist.main), desc=args.exp_name, dynamic_ncols=True)
+    bar = tqdm(initial=start_step, total=args.total_steps, disable=not (args.progress and dist.main),
+               desc=args.exp_name, dynamic_ncols=True)
     new_history = []
     stop = False
     if args.eval_every and start_step == 0:
@@ -833,7 +833,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             stop = _fire(cbs, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
         stop = _agree(stop, dist)
     step = start_step
-    for step0 in ([] if stop else bar):
+    for step0 in range(start_step, start_step if stop else args.total_steps):
         step = step0 + 1
         t0 = time.perf_counter()
         timer = Timer()
@@ -901,7 +901,9 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         last = step == args.total_steps or stop
         if dist.main and args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
             save_training_checkpoint(run_dir, step, model, optimizer, args, history)
+        bar.update(1)
         if stop:
+            bar.set_postfix_str(f"stopped by a callback after step {step}")
             break
     bar.close()
     if dist.main:  # also repairs a finished run's missing or incomplete final_model on --resume

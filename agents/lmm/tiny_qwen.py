@@ -135,6 +135,7 @@ def _write_processor_config(folder, tokenizer) -> str | None:
     import json
 
     from transformers import AutoProcessor
+    from transformers.utils import logging as hf_logging
 
     if tokenizer.convert_tokens_to_ids(IMAGE_TOKEN) in (None, tokenizer.unk_token_id):
         return f"the tokenizer has no {IMAGE_TOKEN} token"
@@ -146,10 +147,14 @@ def _write_processor_config(folder, tokenizer) -> str | None:
         json.dump(config, f, indent=2, ensure_ascii=False)
     with open(os.path.join(folder, "processor_config.json"), "w", encoding="utf-8") as f:
         json.dump({"processor_class": PROCESSOR_CLASS}, f, indent=2)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its one-time note about the class's older attribute style is noise here
     try:
         AutoProcessor.from_pretrained(str(folder), local_files_only=True)
     except Exception as exc:  # any failure means the folder would not load elsewhere: say which
         return f"AutoProcessor cannot load it: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+    finally:
+        hf_logging.set_verbosity(verbosity)
     return None
 
 
