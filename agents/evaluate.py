@@ -22,6 +22,15 @@ import paravt_env  # noqa: F401  (registers the env)
 from agents.scripted import AGENTS, make_agent
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default after its help, unless the help already says it or there is none to show."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, "") or "default" in (action.help or "").lower():
+            return action.help
+        return super()._get_help_string(action)
+
+
 def run_episode(env, agent, seed: int, episode_index: int) -> dict:
     obs, info = env.reset(seed=seed, options={"episode_index": episode_index})
     reward, done = 0.0, False
@@ -56,17 +65,19 @@ def evaluate(agent_name: str, episodes: int, seed: int = 0, **env_kwargs) -> dic
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--agent", required=True, choices=sorted(AGENTS))
-    p.add_argument("--episodes", type=int, default=60)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", default="validation", choices=["train", "validation", "test"])
-    p.add_argument("--source", default=None, help="JSONL/parquet question file (default: synthetic)")
-    p.add_argument("--frame-budget", type=int, default=64)
-    p.add_argument("--gating", action="store_true", help="K ~ Uniform{4,8,16,32,64} per episode")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--agent", required=True, choices=sorted(AGENTS),
+                   help="scripted agent to evaluate (see agents/scripted.py; oracle crops the evidence: a ceiling)")
+    p.add_argument("--episodes", type=int, default=60, help="the first N episodes of the split (episode i: seed + i)")
+    p.add_argument("--seed", type=int, default=0, help="reset seed of episode 0 and the agent's seed")
+    p.add_argument("--split", default="validation", choices=["train", "validation", "test"], help="synthetic split")
+    p.add_argument("--source", default=None, help="JSONL / parquet question file instead of the synthetic world")
+    p.add_argument("--frame-budget", type=int, default=64, help="K, overview frames (ignored with --gating)")
+    p.add_argument("--gating", action="store_true", help="K ~ Uniform{4,8,16,32,64} per episode, a function of its seed")
     p.add_argument("--dispatch", default=None, choices=["parallel", "sequential"],
-                   help="default: sequential for the sequential agent, else parallel")
-    p.add_argument("--json", default=None, help="write the result here")
+                   help="parallel: several crops per turn; sequential: one (default: sequential for the "
+                        "sequential agent, else parallel)")
+    p.add_argument("--json", default=None, help="also write the result to this JSON file")
     a = p.parse_args(argv)
     if a.episodes < 1:
         p.error("--episodes must be at least 1")

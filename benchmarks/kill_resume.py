@@ -133,7 +133,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--random-kills", type=int, default=8, help="trials killed at a random instant")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args(argv)
     rng = random.Random(a.seed)
     work = Path(tempfile.mkdtemp(prefix="kill_resume_"))

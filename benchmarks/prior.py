@@ -4,7 +4,7 @@ For each prior: format reward, tool calls per rollout (kappa) and accuracy per f
 at temperature 0.7, with a fixed overview of K frames and with nFrames gating; plus
 sub-agent agreement (the same model summarising a crop from its frames alone vs the world's
 truthful caption). The paper expects the strong prior to call tools more and to hold format
-worse under sampling. Writes benchmarks/results/prior.json and prior.md.
+worse under sampling. Writes <--out>.json and <--out>.md.
 
 K and the gating set default to what the checkpoint was TRAINED on (its ``sft_args.json``
 ``budgets``): the fixed K is the largest training K (64 for the gpu preset, as in the paper;
@@ -46,7 +46,7 @@ def main(argv=None):
     p.add_argument("--agreement-crops", type=int, default=64, help="crops for sub-agent agreement")
     p.add_argument("--max-new-tokens", type=int, default=96, help="tokens per assistant turn")
     p.add_argument("--also-base", action="store_true", help="also evaluate the stage-1 base checkpoints")
-    p.add_argument("--out", default="benchmarks/results/prior", help="output path stem (.json and .md)")
+    p.add_argument("--out", default="runs/benchmarks/prior", help="output path without extension (default: runs/benchmarks/prior, untracked; --out benchmarks/results/prior refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     p.add_argument("--batch-size", type=int, default=64, help="episodes rolled out together")
     p.add_argument("--only", choices=("strong", "weak"), help="evaluate one prior only")

@@ -17,7 +17,7 @@ SETTINGS = {"K=4": {"frame_budget": 4}, "K=64": {"frame_budget": 64}, "gated": {
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=240)
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args()
     rows = []
     for name in AGENTS:

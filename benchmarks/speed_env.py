@@ -74,7 +74,7 @@ def crop_latency(n: int, size: int, calls: int = 5) -> dict:
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=500)
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args()
     result = {"cpu_count": os.cpu_count(), "episodes": [episodes_per_second(a.episodes, s, agent)
                                                            for s in (64, 224) for agent in (None, "uniform")],

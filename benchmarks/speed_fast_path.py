@@ -275,7 +275,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="timed rounds per measurement (after one warm-up)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--fp32", action="store_true", help="on cuda, no bf16 autocast")
-    p.add_argument("--out", default="benchmarks/results", help="output directory")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda but torch sees no GPU")

@@ -2,7 +2,7 @@
 
 Compares TransformersPolicy.generate (stop strings + per-token behaviour log-probs) with a plain
 ``model.generate`` on the same model, same prompts, same run. Prompts are real env overviews
-(validation split, K frames). Writes benchmarks/results/speed_generation{_<device>}.json/.md.
+(validation split, K frames). Writes <--out>.json/.md (default: runs/benchmarks/speed_generation_<device>).
 
     python benchmarks/speed_generation.py                 # CPU
     python benchmarks/speed_generation.py --device cuda   # on a GPU machine
@@ -35,7 +35,7 @@ def main(argv=None):
     p.add_argument("--k", type=int, default=16, help="overview frames per prompt")
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per sequence (no early stop)")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="output path without extension (default: runs/benchmarks/speed_generation_<device>, untracked; --out benchmarks/results/speed_generation_<device> refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args(argv)
     path = a.checkpoint or str(default_checkpoint("strong"))
     policy = TransformersPolicy(path, device=a.device)
@@ -74,7 +74,7 @@ def main(argv=None):
         res[name] = {"seconds": best, "tokens": int(toks[name]), "tokens_per_s": toks[name] / best,
                      "all_seconds": times[name]}
         print(name, res[name], flush=True)
-    stem = Path(a.out or f"benchmarks/results/speed_generation_{a.device.split(':')[0]}")
+    stem = Path(a.out or f"runs/benchmarks/speed_generation_{a.device.split(':')[0]}")
     stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(res, indent=1))
     md = (f"Generation speed, tiny LMM, batch {a.batch}, K={a.k} overview frames "

@@ -16,7 +16,7 @@ episodes batched, and reports wall time, tokens per episode (main-agent and sub-
 tokens, final context length), turns, executed and emitted calls, the share of turns that ran
 two or more calls, accuracy and the common format reward.
 
-Writes benchmarks/results/speed_grpo.json and speed_grpo.md.
+Writes <--out>.json and <--out>.md (default: runs/benchmarks/speed_grpo.*).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", help="cpu | cuda")
     p.add_argument("--steps", type=int, default=4, help="GRPO steps to time (the first is warm-up)")
     p.add_argument("--episodes", type=int, default=64, help="validation episodes per dispatch mode")
-    p.add_argument("--out", default="benchmarks/results/speed_grpo", help="output path without extension")
+    p.add_argument("--out", default="runs/benchmarks/speed_grpo", help="output path without extension (default: runs/benchmarks/speed_grpo, untracked; --out benchmarks/results/speed_grpo refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     p.add_argument("extra", nargs="*", help="extra trainers/para_grpo.py arguments after --, e.g. -- --group-size 4")
     a = p.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():

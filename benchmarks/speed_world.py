@@ -155,7 +155,7 @@ def table(results: dict) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results", help="folder for speed_world.json and .md")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     p.add_argument("--seconds", type=float, default=2.0, help="time per measurement and backend")
     p.add_argument("--no-one-core", action="store_true", help="skip the pinned one-core re-run")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

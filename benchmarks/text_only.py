@@ -230,7 +230,7 @@ def main(argv=None):
     p.add_argument("--train-episodes", type=int, default=4000, help="train questions per family (learned agents)")
     p.add_argument("--seed", type=int, default=0, help="world seed")
     p.add_argument("--families", default=",".join(MCQ_FAMILIES))
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args(argv)
     results = measure(a.episodes, a.train_episodes, a.seed, tuple(a.families.split(",")))
     out = Path(a.out)

@@ -42,7 +42,7 @@ def main():
     p.add_argument("--episodes", type=int, default=1200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--split", default="validation")
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (default: runs/benchmarks, untracked; --out benchmarks/results refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
     a = p.parse_args()
     table = measure(a.episodes, a.seed, a.split)
     out = Path(a.out)

@@ -50,6 +50,9 @@ Keyword arguments:
     render_mode: ``None`` or ``"rgb_array"`` (a timeline picture of the episode).
     tools: ``False`` advertises no tool (the "without sub-agent" setting): calls are answered with an
         in-band error and never run.
+    reward_fns: extra reward terms, functions ``f(trajectory, info) -> float | dict[str, float]`` called
+        when an episode ends; each term is added to the reward and to ``info["reward_components"]``
+        (see :mod:`paravt_env.reward_terms`).
 
 Info (every step): ``messages``, ``frame_budget``, ``family``, ``turn``; tool calls as the released code
 counts them: ``num_tool_calls`` = calls that executed (a crop ran and went to the sub-agent; kappa),
@@ -74,6 +77,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .parsing import TOOL_NAME, ToolCall, parse_turn
+from .reward_terms import check_reward_fns, extra_terms
 from .rewards import RewardConfig, common_format_reward, score
 from .sources import MAX_CROP_FRAMES, Episode, Frames, VideoError, load_dataset
 from .world import check_size
@@ -211,7 +215,8 @@ class ParaVTLongVideoEnv(gym.Env):
                  think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None, video_root: str | None = None, strict: bool = False, tools: bool = True):
+                 dataset=None, video_root: str | None = None, strict: bool = False, tools: bool = True,
+                 reward_fns=None):
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
         if not (subagent in ("oracle", "frames") or callable(subagent)):
@@ -237,6 +242,7 @@ class ParaVTLongVideoEnv(gym.Env):
         self.reward_config = reward_config or RewardConfig()
         self.render_mode = render_mode
         self.tools = bool(tools)
+        self.reward_fns = check_reward_fns(reward_fns)
 
         h, w = self.frame_size
         k_max, c_max = max(budgets), self.max_calls * self.crop_max_frames
@@ -353,9 +359,20 @@ class ParaVTLongVideoEnv(gym.Env):
                           options=q.options, tool_executed=bool(self.executed_windows),
                           config=self.reward_config, question=q.text)
         self.done = True
+        components = dict(breakdown.components, accuracy=breakdown.accuracy, format=breakdown.format,
+                          tool=breakdown.tool)
+        total = float(breakdown.total)
+        if self.reward_fns:
+            facts = {"question": q.text, "options": q.options, "ground_truth": q.answer,
+                     "answer_type": q.answer_type, "family": q.family, "question_id": q.id,
+                     "answer": parsed.answer, "correct": breakdown.correct, "reward_components": components,
+                     "num_tool_calls": len(self.executed_windows), "num_tool_calls_emitted": self.calls_emitted,
+                     "frame_budget": self.k, "turns": self.turn}
+            extra = extra_terms(self.reward_fns, self.trajectory, facts, taken=components)
+            components.update(extra)
+            total += sum(extra.values())
         self.last_reward_info = {
-            "reward_components": dict(breakdown.components, accuracy=breakdown.accuracy,
-                                      format=breakdown.format, tool=breakdown.tool),
+            "reward_components": components,
             "format_reward": breakdown.format,
             # the released PARA-GRPO format on the same text, whatever this env's reward_config: one
             # format metric that ablation rows trained on different rewards can be compared by
@@ -363,8 +380,7 @@ class ParaVTLongVideoEnv(gym.Env):
             "correct": breakdown.correct,
             "answer": parsed.answer,
         }
-        return (self._observation(), float(breakdown.total), terminated, truncated,
-                self._info(parse=parsed, notes=notes))
+        return self._observation(), total, terminated, truncated, self._info(parse=parsed, notes=notes)
 
     # ---- tools ---------------------------------------------------------------------------------
     def run_calls(self, calls: list[ToolCall]) -> list[CropResult]:

@@ -1,11 +1,11 @@
 """A picture of one episode: overview strip, crop windows, evidence windows, answer, reward.
 
-    python -m paravt_env.render --seed 0 --agent oracle --out timeline.png
+    env = gym.make("ParaVT-LongVideo-v0", render_mode="rgb_array"); ...; env.render()   # or draw_timeline(env)
+
+The command line that plays an agent and saves the picture is ``python -m agents.render``.
 """
 
 from __future__ import annotations
-
-import argparse
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -61,26 +61,8 @@ def draw_timeline(env) -> np.ndarray:
 
 
 def main(argv=None) -> None:
-    import gymnasium as gym
-
-    import paravt_env  # noqa: F401  (registers the env)
-    from agents.scripted import make_agent
-
-    p = argparse.ArgumentParser(description="Render one episode's timeline to PNG.")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--agent", default="oracle", help="a scripted agent (see agents.scripted)")
-    p.add_argument("--frame-budget", type=int, default=16)
-    p.add_argument("--out", default="timeline.png")
-    a = p.parse_args(argv)
-    env = gym.make("ParaVT-LongVideo-v0", frame_budget=a.frame_budget, render_mode="rgb_array")
-    agent = make_agent(a.agent, env, seed=a.seed)
-    obs, info = env.reset(seed=a.seed)
-    done = False
-    while not done:
-        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
-        done = terminated or truncated
-    Image.fromarray(env.render()).save(a.out)
-    print(f"wrote {a.out} (reward {reward:.2f})")
+    # The command plays an agent, and agents live outside this package (which imports none of them).
+    raise SystemExit("the timeline command moved: python -m agents.render --help")
 
 
 if __name__ == "__main__":

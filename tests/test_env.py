@@ -209,7 +209,7 @@ def test_render_timeline(tmp_path):
     env.step("ok\n</think><answer>A</answer>")
     img = env.render()
     assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3
-    from paravt_env.render import main
+    from agents.render import main
     main(["--seed", "1", "--out", str(tmp_path / "t.png")])
     assert (tmp_path / "t.png").stat().st_size > 1000
 

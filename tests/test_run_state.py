@@ -561,7 +561,7 @@ def test_killed_sweep_runs_resume_and_a_held_run_names_its_holder(tmp_path, caps
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=60)
     said = capsys.readouterr()
-    assert f"grpo__s1 failed (exit 1)" in said.out + said.err and f"in use by another trainer (pid {holder.pid} on " \
+    assert "grpo__s1 failed (exit 1)" in said.out + said.err and f"in use by another trainer (pid {holder.pid} on " \
         in said.out + said.err
     assert sweep.finished(runs["cold_start"], 4) and not sweep.finished(runs["grpo"], 4)
     sweep.main(cmd)  # the holder is gone: the held run is repaired too

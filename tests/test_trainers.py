@@ -275,7 +275,8 @@ def test_two_step_smoke(script, tiny_dir, tmp_path):
 
     mod = importlib.import_module(f"trainers.{script}")
     hist = mod.main(tiny_argv(tiny_dir, tmp_path))
-    assert [h["step"] for h in hist] == [1, 2]
+    assert [h["step"] for h in hist] == [0, 1, 2]  # the starting policy's evaluation, then the steps
+    assert all(k.startswith("eval/") for k in hist[0] if k != "step")
     for key in ("train/format_reward", "train/format_reward_common", "train/tool_calls_per_rollout",
                 "train/tool_calls_emitted_per_rollout", "train/parallel_turn_fraction", "train/accuracy",
                 "train/reward", "train/frame_budget", "train/entropy", "train/kl", "train/clip_fraction",

@@ -5,18 +5,37 @@
     grpo_update            log-probs of the rollouts' tokens, PPO-clip + KL (+ log-prob anchor) loss,
                            backward, clip, step
     evaluate               validation episodes with and without the tool
-    train(args)            rollouts -> advantages -> update -> log / eval / checkpoint
+    train(args, ...)       rollouts -> advantages -> update -> log / eval / checkpoint; returns
+                           TrainResult(policy, history, run_dir); callbacks see every step and eval
 
 The rest has its own home: the pure maths in trainers/algos.py, rollout collection and episode
 metrics in trainers/rollouts.py, run folders, locks, checkpoints and resume in trainers/run_state.py.
 The scripts differ only in their defaults (PARA-GRPO on, vanilla GRPO off, sequential dispatch).
-Reward: the environment's ``paravt_env.rewards.score`` with a ``RewardConfig`` built from the knobs.
+Reward: the environment's ``paravt_env.rewards.score`` with a ``RewardConfig`` built from the knobs,
+plus any extra terms from ``--reward-fn`` / ``train(reward_fns=...)`` (``paravt_env.reward_terms``).
+
+As a library:
+
+    from trainers.core import GRPOArgs, train
+    from trainers.para_grpo import Args            # PARA-GRPO's defaults (or GRPOArgs: vanilla)
+
+    def brevity(trajectory, info):                 # an extra reward term
+        return -0.001 * len(trajectory)
+
+    class StopWhenFormatted:                       # callbacks: on_step / on_eval, both optional
+        def on_step(self, step, metrics):
+            return metrics["train/format_reward"] > 0.95   # True stops (checkpoint + final_model saved)
+
+    result = train(Args(total_steps=20, progress=False), callbacks=[StopWhenFormatted()], reward_fns=[brevity])
+    result.policy, result.history, result.run_dir
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import math
 import os
 import random
 import sys
@@ -24,7 +43,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +57,7 @@ from trainers.run_state import RunStateError
 
 GATING_BUDGETS = (4, 8, 16, 32, 64)
 ANCHOR_MODES = ("bonus", "logprob")
+LR_SCHEDULES = ("constant", "linear", "cosine")
 # Grammar tags whose positions the log-prob anchor touches (tool responses are never generated).
 STRUCTURAL_TAGS = ("<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>",
                    "<tool_code>", "</tool_code>")
@@ -48,9 +68,10 @@ FORBIDDEN_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vis
 # ============================================================================================
 # arguments
 # ============================================================================================
-def arg(default, help: str, choices: Sequence | None = None):
-    """A dataclass field carrying its --help text (and choices)."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+def arg(default, help: str, choices: Sequence | None = None, repeat: bool = False):
+    """A dataclass field carrying its --help text (and choices; `repeat`: the flag may be given several
+    times, the values joined with commas)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "repeat": repeat})
 
 
 @dataclass
@@ -65,6 +86,10 @@ class GRPOArgs:
                          "agents.lmm.default.default_checkpoint(--prior)")
     prior: str = arg("strong", "tool prior of the default checkpoint (when --model is empty)", ("strong", "weak"))
     device: str = arg("auto", "auto (cuda when available) | cpu | cuda | cuda:N")
+    dtype: str = arg("fp32", "compute precision: fp32, or bf16 (weights and optimizer stay fp32; rollouts, "
+                             "log-prob and reference forwards run under bf16 autocast, on CUDA or CPU)", ("fp32", "bf16"))
+    gradient_checkpointing: bool = arg(False, "recompute the language model's activations in the backward pass "
+                                              "(less memory, more time; same gradients)")
     torch_threads: int = arg(1, "CPU threads for torch per process (1 is fastest for the tiny model's small ops)")
     # schedule
     total_steps: int = arg(40, "GRPO steps")
@@ -76,7 +101,15 @@ class GRPOArgs:
     top_p: float = arg(1.0, "nucleus sampling")
     max_new_tokens: int = arg(64, "new tokens per main-agent turn (paper: 2048)")
     subagent_max_new_tokens: int = arg(32, "new tokens per sub-agent answer (paper cuts tool responses at 512)")
-    # environment
+    # data and environment
+    source: str = arg("", "JSONL / parquet question file to train on (see the README's question-file format, "
+                          "release rows too); default: the synthetic world's train split")
+    eval_source: str = arg("", "question file to evaluate on; default: --source's file (its first "
+                               "--eval-episodes questions), else the synthetic validation split")
+    video_root: str = arg("", "folder that relative video paths of --source / --eval-source resolve against "
+                              "(default: each question file's folder)")
+    strict: bool = arg(False, "a question row whose video file is missing stops the run (default: such rows are "
+                              "skipped with one warning)")
     dispatch: str = arg("parallel", "parallel: several crops per turn go to sub-agents; sequential: one per turn",
                         ("parallel", "sequential"))
     max_turns: int = arg(3, "assistant turns per episode (paper: 3)")
@@ -85,8 +118,9 @@ class GRPOArgs:
     frame_size: int = arg(56, "frame height = width in pixels (56 = 4 visual tokens per frame, what the tiny model "
                               "was pretrained on; 28 gives 1 token, too few to see objects)")
     crop_max_frames: int = arg(8, "frames per crop (1 fps)")
-    tools: bool = arg(True, "advertise the crop tool; --no-tools trains plain GRPO on the overview alone (calls "
-                            "written anyway are answered with an in-band error)")
+    tools: bool = arg(True, "advertise the crop tool; --no-tools is plain single-turn GRPO on the overview "
+                            "frames alone: no tool in the prompt and one turn per episode (--max-turns becomes 1; "
+                            "a call written anyway is never run)")
     world_seed: int = arg(0, "synthetic world seed")
     dataset_size: int = arg(6000, "episodes per split")
     # PARA-GRPO knobs
@@ -102,9 +136,17 @@ class GRPOArgs:
     tool_reward: bool = arg(True, "R_tool term of the reward (the released code adds it in every configuration, "
                                   "vanilla GRPO included; --no-tool-reward is the 'minus R_tool' ablation)")
     format_weight: float = arg(1.0, "w_fmt")
+    reward_fn: str = arg("", "extra reward terms: module:function or path/to/file.py:function (repeat the flag or "
+                             "give a comma list); f(trajectory, info) returns a number or a dict of named numbers, "
+                             "added to the reward before advantages and logged as train/reward_components/<name> "
+                             "(see paravt_env/reward_terms.py)", repeat=True)
     # GRPO
-    learning_rate: float = arg(1e-4, "AdamW learning rate (paper: 2e-6 for an 8B model; the tiny model takes more); "
-                                     "0 skips the update: the steps then measure the starting policy")
+    learning_rate: float = arg(1e-4, "AdamW peak learning rate (paper: 2e-6 for an 8B model; the tiny model takes "
+                                     "more); 0 skips the update: the steps then measure the starting policy")
+    lr_warmup_steps: int = arg(0, "steps of linear warm-up: step s <= N uses s/N of the learning rate")
+    lr_schedule: str = arg("constant", "after warm-up: constant (the paper), linear or cosine decay towards 0 over "
+                                       "the remaining steps (the last step keeps a small positive rate)",
+                           LR_SCHEDULES)
     weight_decay: float = arg(0.01, "AdamW weight decay (paper: 0.01)")
     max_grad_norm: float = arg(1.0, "gradient clipping (paper: 1.0)")
     clip_eps: float = arg(0.2, "PPO clip epsilon (paper: 0.2)")
@@ -115,29 +157,40 @@ class GRPOArgs:
     group_norm: str = arg("std", "per-group advantage: std = (r - mean)/std, mean = r - mean (Dr.GRPO), none",
                           NORM_MODES)
     batch_norm: str = arg("std", "then over the whole batch: std, mean, or none (Dr.GRPO: mean or none)", NORM_MODES)
-    update_epochs: int = arg(1, "optimisation passes over each batch (ratio != 1 from the 2nd pass)")
+    update_epochs: int = arg(1, "optimizer steps over each batch of rollouts. With 1 (the paper's recipe: one "
+                                "update per batch) the policy being updated is the one that sampled, so the PPO ratio "
+                                "is 1 up to numerics and train/clip_fraction stays ~0; from the 2nd pass the ratio "
+                                "moves and train/clip_fraction (then the mean over passes 2..N) measures the clip")
     micro_batch_size: int = arg(16, "sequences per forward/backward chunk")
     freeze_vision: bool = arg(True, "freeze the vision tower (RL adapts the language model; no backward through "
                                     "the image encoder, the bulk of CPU step time)")
     subagent: str = arg("policy", "who summarises each crop: policy (the model itself, as in the paper) or oracle "
                         "(the world's truthful caption of the crop's frames: for models too small to see needles)",
                         choices=("policy", "oracle"))
-    train_subagents: bool = arg(True, "sub-agent turns share the episode reward and are trained (PAPER defect 4)")
+    train_subagents: bool = arg(True, "sub-agent turns share the episode reward and are trained (the released code "
+                                      "leaves them out of the loss by default; the paper trains them)")
     # logging / eval / checkpoints
-    eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = never")
+    eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = "
+                              "never (no evaluation environments are built)")
     eval_episodes: int = arg(24, "validation episodes per evaluation (split across processes)")
     eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
                                           "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
     eval_samples: int = arg(4, "finished evaluation rollouts kept per evaluation for people to read: "
                                "RUN_DIR/samples/step_N/ (python -m agents.view RUN_DIR) and TensorBoard eval_samples/*; "
                                "0 = none")
-    checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps (and at the end); 0 = only at the end")
+    checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps and at the end (--resume needs "
+                                    "them); 0 = none (final_model is still written)")
     resume: bool = arg(False, "continue runs/<run name>/ from its latest checkpoint")
-    progress: bool = arg(True, "tqdm progress bar")
+    progress: bool = arg(True, "progress bar (with evaluation notices) and a closing summary")
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    """Each flag's default after its help, unless the help already says it or there is none to show."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, "") or "default" in (action.help or "").lower():
+            return action.help
+        return super()._get_help_string(action)
 
 
 def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
@@ -158,11 +211,19 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         if isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
             continue
+        if m.get("repeat"):
+            parser.add_argument(flag, action="append", type=type(default), metavar=f.name.upper(),
+                                default=argparse.SUPPRESS, help=kw["help"] + " (default: none)")
+            continue
         if m.get("choices"):
             kw["choices"] = list(m["choices"])
         parser.add_argument(flag, type=type(default), **kw)
-    ns = parser.parse_args(argv)
-    args = cls(**vars(ns))
+    values = vars(parser.parse_args(argv))
+    for f in dataclasses.fields(cls):
+        if meta.get(f.name, {}).get("repeat"):
+            given = values.get(f.name)
+            values[f.name] = ",".join(given) if given is not None else f.default
+    args = cls(**values)
     try:
         validate_args(args)
     except RunStateError as exc:  # a path problem: one line, not the whole usage
@@ -195,8 +256,90 @@ def validate_args(args) -> None:
         budgets = []
     if not budgets or any(k not in GATING_BUDGETS for k in budgets):
         raise ValueError(f"--gating-budgets must be a comma list from {GATING_BUDGETS}, got {args.gating_budgets!r}")
+    for name in ("lr_warmup_steps", "eval_every", "checkpoint_every"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
+    for name, allowed in (("dtype", ("fp32", "bf16")), ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
+        if getattr(args, name) not in allowed:
+            raise ValueError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {getattr(args, name)!r}")
+    for name in ("source", "eval_source"):
+        path = getattr(args, name)
+        if path and not os.path.isfile(path):
+            raise ValueError(f"--{name.replace('_', '-')} {path}: no such file (a JSONL or parquet question file)")
+    if args.video_root and not os.path.isdir(args.video_root):
+        raise ValueError(f"--video-root {args.video_root}: no such folder")
+    resolve_reward_fns(args.reward_fn)  # an entry that does not import stops here, named
     if args.dispatch == "sequential" and args.max_calls_per_turn != 1:
         args.max_calls_per_turn = 1  # the env enforces it anyway; keep the prompt honest
+    if not args.tools:
+        args.max_turns = 1  # nothing is advertised, so a second turn could only bring an error message
+
+
+def resolve_reward_fns(spec: str) -> list[Callable]:
+    """--reward-fn's entries (comma separated; module:function or path/to/file.py:function, a module
+    importable from the current folder too) as functions; a ValueError names the entry that fails."""
+    fns = []
+    for entry in (e.strip() for e in str(spec or "").split(",")):
+        if not entry:
+            continue
+        where, _, attr = entry.rpartition(":")
+        if not where or not attr:
+            raise ValueError(f"--reward-fn {entry!r}: expected module:function or path/to/file.py:function")
+        try:
+            module = _import_module_or_file(where)
+        except Exception as exc:  # whatever importing the user's module raised, named with the entry
+            raise ValueError(f"--reward-fn {entry!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
+        fn = module
+        for part in attr.split("."):
+            fn = getattr(fn, part, None)
+        if not callable(fn):
+            raise ValueError(f"--reward-fn {entry!r}: {where!r} has no function {attr!r}")
+        fns.append(fn)
+    return fns
+
+
+def _import_module_or_file(where: str):
+    import hashlib
+    import importlib
+    import importlib.util
+
+    if where.endswith(".py"):
+        path = Path(where).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file {where}")
+        name = f"paravt_reward_fn_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+        return sys.modules[name]
+    if os.getcwd() not in sys.path:  # `python trainers/x.py` does not put the current folder on the path
+        sys.path.append(os.getcwd())
+    return importlib.import_module(where)
+
+
+def lr_at(step: int, args) -> float:
+    """The learning rate of step `step` (1-based) of --total-steps T: linear warm-up over the first
+    W = --lr-warmup-steps steps (step s <= W gets s/W of the peak), then --lr-schedule over the rest:
+    constant; linear (1 - p) or cosine (1 + cos(pi p)) / 2 with p = (s - W - 1) / (T - W), so the first
+    step after warm-up gets the peak and the last a small positive rate (never a wasted zero step)."""
+    base, warm, total = args.learning_rate, args.lr_warmup_steps, args.total_steps
+    if step <= warm:
+        return base * step / warm
+    if args.lr_schedule == "constant":
+        return base
+    p = (step - warm - 1) / max(total - warm, 1)
+    if args.lr_schedule == "linear":
+        return base * (1.0 - p)
+    return base * 0.5 * (1.0 + math.cos(math.pi * p))
+
+
+def autocast(args, device: torch.device):
+    """bf16 autocast for --dtype bf16 (weights stay fp32); nothing for fp32."""
+    if args.dtype == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 # ============================================================================================
@@ -258,6 +401,19 @@ def load_policy(path: str, device: torch.device):
     tok = policy.tokenizer
     suppress_tokens(policy.model, [tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
     return policy
+
+
+def prepare_model(model, args) -> None:
+    """The policy model as training wants it: vision tower frozen (--freeze-vision), gradient
+    checkpointing (--gradient-checkpointing), train mode."""
+    if args.freeze_vision:
+        for name, p in model.named_parameters():
+            if ".visual." in f".{name}":
+                p.requires_grad_(False)
+    if args.gradient_checkpointing:  # non-reentrant: right gradients even when the inputs need none
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable({"use_reentrant": False})  # the name transformers 5.x uses, or the older one
+    model.train()
 
 
 def structural_ids(tokenizer) -> list[int]:
@@ -353,14 +509,15 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
             sync = ci == n_chunks - 1
             ctx = ddp_model.no_sync() if (ddp_model is not None and not sync) else _null()
             with ctx:
-                lps, ents = sequence_logprobs(fwd, policy, convs, want_entropy=(epoch == 0))
-                if args.kl_coef != 0 and ref_model is not None:
-                    if ci not in ref_cache:
-                        with torch.no_grad():
-                            ref_cache[ci] = [x.detach() for x in sequence_logprobs(ref_model, policy, convs)[0]]
-                    refs = ref_cache[ci]
-                else:
-                    refs = [None] * len(convs)
+                with autocast(args, device):
+                    lps, ents = sequence_logprobs(fwd, policy, convs, want_entropy=(epoch == 0))
+                    if args.kl_coef != 0 and ref_model is not None:
+                        if ci not in ref_cache:
+                            with torch.no_grad():
+                                ref_cache[ci] = [x.detach() for x in sequence_logprobs(ref_model, policy, convs)[0]]
+                        refs = ref_cache[ci]
+                    else:
+                        refs = [None] * len(convs)
                 total = torch.zeros((), device=device)
                 for s, lp, ref, ent in zip(chunk, lps, refs, ents or [None] * len(chunk)):
                     mask = torch.tensor(s.conv.generated_mask, dtype=torch.float32, device=device)
@@ -379,8 +536,9 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
                         sums["entropy"] += float((ent * mask).sum()) if ent is not None else 0.0
                         sums["pg_loss"] += float(tok_loss.detach().sum())
                         sums["tokens"] += float(mask.sum())
-                    if not dummy and epoch == args.update_epochs - 1 and args.update_epochs > 1:
-                        sums["clipped_last"] += float((st["clipped"] * mask).sum())
+                    if not dummy and epoch >= 1:  # the ratio can move from the 2nd pass on
+                        sums["clipped_later"] += float((st["clipped"] * mask).sum())
+                        sums["tokens_later"] += float(mask.sum())
                 if dummy:
                     total = total * 0.0
                 (total * dist.world).backward()  # DDP averages over processes -> global token mean
@@ -391,8 +549,9 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
     tok = max(sums["tokens"], 1.0)
-    return {"loss": sums["loss"] / args.update_epochs, "kl": sums["kl"] / tok,
-            "clip_fraction": (sums["clipped_last"] if args.update_epochs > 1 else sums["clipped"]) / tok,
+    clip_fraction = (sums["clipped_later"] / max(sums["tokens_later"], 1.0) if args.update_epochs > 1
+                     else sums["clipped"] / tok)
+    return {"loss": sums["loss"] / args.update_epochs, "kl": sums["kl"] / tok, "clip_fraction": clip_fraction,
             "entropy": sums["entropy"] / tok, "grad_norm": sums["grad_norm"], "trained_tokens": sums["tokens"]}
 
 
@@ -463,8 +622,109 @@ def hparams_table(args) -> str:
     return f"|param|value|\n|-|-|\n{rows}"
 
 
-def train(args) -> list[dict]:
-    """Run GRPO with `args`; returns the per-step metrics of the steps run (rank 0; others [])."""
+@dataclass
+class TrainResult:
+    """What `train` returns.
+
+    policy   the trained TransformersPolicy (policy.model in eval mode): generate with it, or save it
+    history  the records this call added to the run's history, in order: the step-0 evaluation when it
+             ran ({"step": 0, "eval/...": ...}), then one per step (train/*, perf/*, and eval/* on
+             evaluation steps); [] on processes other than rank 0. The whole run's history, resumed
+             parts included, is in run_dir / "history.json".
+    run_dir  the run folder: TensorBoard events, checkpoints/, final_model/, history.json
+    """
+    policy: Any
+    history: list[dict]
+    run_dir: Path
+
+
+def _callbacks(callbacks, on_step, on_eval) -> list:
+    """One list of callback objects from `callbacks` (an object or a list of them) and plain functions."""
+    from types import SimpleNamespace
+
+    cbs = [] if callbacks is None else list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+    if on_step is not None or on_eval is not None:
+        cbs.append(SimpleNamespace(on_step=on_step, on_eval=on_eval))
+    for cb in cbs:
+        hooks = [getattr(cb, h, None) for h in ("on_step", "on_eval")]
+        if not any(callable(h) for h in hooks) or any(h is not None and not callable(h) for h in hooks):
+            raise TypeError(f"a callback needs an on_step(step, metrics) and/or on_eval(step, metrics) method, "
+                            f"got {cb!r}")
+    return cbs
+
+
+def _fire(cbs: list, hook: str, step: int, metrics: dict) -> bool:
+    """Call `hook` of every callback (each gets its own copy of the metrics); True if any asks to stop."""
+    stop = False
+    for cb in cbs:
+        fn = getattr(cb, hook, None)
+        if fn is not None and fn(step, dict(metrics)):
+            stop = True
+    return stop
+
+
+def load_question_files(args):
+    """(train dataset, eval dataset) from --source / --eval-source, each read and validated once and
+    shared by every env; None where the synthetic world serves."""
+    if not (args.source or args.eval_source):
+        return None, None
+    from paravt_env.sources import DatasetError, load_dataset
+
+    kw = dict(video_root=args.video_root or None, strict=args.strict)
+    train_ds = load_dataset(args.source, **kw) if args.source else None
+    eval_path = args.eval_source or args.source
+    eval_ds = train_ds if eval_path == args.source else load_dataset(eval_path, **kw)
+    if args.eval_every and len(eval_ds) < args.eval_episodes:
+        raise DatasetError(f"--eval-episodes {args.eval_episodes} is more than the {len(eval_ds)} questions of "
+                           f"{eval_path}; pass --eval-episodes {len(eval_ds)} or fewer")
+    return train_ds, eval_ds
+
+
+def summary(args, run_dir: Path, history: list[dict], seconds: float) -> str:
+    """The lines a run ends with: where it is, how it ended, how to look at it."""
+    steps = [h for h in history if "train/reward" in h]
+    evals = [h for h in history if "eval/accuracy" in h]
+    last = steps[-1]["step"] if steps else 0
+    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    lines = [f"{args.exp_name}: step {last} of {args.total_steps} in {took}; run folder {run_dir}"]
+    if steps:
+        tail = steps[-10:]
+
+        def mean(key):
+            return float(np.mean([h.get(key, float("nan")) for h in tail]))
+        lines.append(f"  train (mean of the last {len(tail)} steps): reward {mean('train/reward'):.3f}, accuracy "
+                     f"{mean('train/accuracy'):.3f}, format {mean('train/format_reward'):.3f}, tool calls/rollout "
+                     f"{mean('train/tool_calls_per_rollout'):.2f}")
+    for h in ([evals[0], evals[-1]] if len(evals) > 1 else evals):
+        lines.append(f"  eval at step {h['step']}: accuracy {h['eval/accuracy']:.3f}, format "
+                     f"{h.get('eval/format_reward', float('nan')):.3f}, tool calls/rollout "
+                     f"{h.get('eval/tool_calls_per_rollout', float('nan')):.2f}")
+    lines.append(f"  trained model: {Path(run_dir) / run_state.FINAL_MODEL} (pass it to --model)")
+    if args.checkpoint_every:
+        lines.append(f"  checkpoints: {Path(run_dir) / run_state.CHECKPOINT_DIR} (continue with --resume "
+                     f"--run-name {Path(run_dir).name} --total-steps N)")
+    lines.append(f"  curves: tensorboard --logdir {args.runs_dir}")
+    return "\n".join(lines)
+
+
+def train(args, callbacks=None, *, on_step: Callable | None = None, on_eval: Callable | None = None,
+          reward_fns: Sequence[Callable] | None = None) -> TrainResult:
+    """Run GRPO with `args` (a GRPOArgs, or a script's Args); returns TrainResult(policy, history, run_dir).
+
+    callbacks: an object, or a list of them, with on_step(step, metrics) and/or on_eval(step, metrics)
+        methods; on_step / on_eval: the same as plain functions. on_eval runs after each evaluation
+        (step 0 included) with its eval/* metrics, on_step after each step with the step's record
+        (train/*, perf/*, eval/*). A truthy return value stops training after that step: a checkpoint
+        (when --checkpoint-every is not 0) and final_model are written, and train returns normally.
+        Callbacks run on rank 0 only; under torchrun the stop reaches every process.
+    reward_fns: extra reward terms, added to those of --reward-fn (see paravt_env/reward_terms.py).
+    Bad settings raise ValueError (or RunStateError for run-folder problems) before anything is written."""
+    from paravt_env.reward_terms import check_reward_fns
+
+    validate_args(args)
+    fns = resolve_reward_fns(args.reward_fn) + list(check_reward_fns(reward_fns))
+    cbs = _callbacks(callbacks, on_step, on_eval)
+    data = load_question_files(args)  # a bad question file stops here, before the run folder exists
     torch.set_num_threads(args.torch_threads)
     dist, device = setup_distributed(args.device)
     random.seed(args.seed)
@@ -472,7 +732,7 @@ def train(args) -> list[dict]:
     torch.manual_seed(args.seed)
     run = open_distributed_run(args, dist)
     try:
-        return _train(args, dist, device, run)
+        return _train(args, dist, device, run, cbs, fns, data)
     finally:
         run.close()  # drops the run's lock (process death drops it too)
 
@@ -501,12 +761,14 @@ def open_distributed_run(args, dist: Dist) -> run_state.Run:
     return run
 
 
-def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[dict]:
+def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list, reward_fns: list,
+           data: tuple) -> TrainResult:
     import copy
 
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
+    t_start = time.perf_counter()
     run_dir = run.dir
     if dist.world > 1 and not dist.main:
         torch.distributed.barrier()  # rank 0 builds the default checkpoint first (if needed)
@@ -520,11 +782,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
         ref_model = copy.deepcopy(model).eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    if args.freeze_vision:
-        for name, p in model.named_parameters():
-            if ".visual." in f".{name}":
-                p.requires_grad_(False)
-    model.train()
+    prepare_model(model, args)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
     start_step, history = 0, []
     if run.checkpoint is not None:
@@ -553,10 +811,13 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
         writer.add_text("hyperparameters", hparams_table(args) + f"\n\nmodel: {model_path}, world size {dist.world}")
 
     n_env = args.prompts_per_step * args.group_size
-    train_envs = [make_env(args, "train", policy) for _ in range(n_env)]
+    train_ds, eval_ds = data
+    train_kw = dict(reward_fns=reward_fns, **({"dataset": train_ds} if train_ds is not None else {}))
+    eval_kw = dict(reward_fns=reward_fns, **({"dataset": eval_ds} if eval_ds is not None else {}))
+    train_envs = [make_env(args, "train", policy, **train_kw) for _ in range(n_env)]
     n_eval = min(max(args.eval_episodes, 1), 32) if args.eval_every else 0
-    eval_envs = [make_env(args, "validation", policy) for _ in range(n_eval)]
-    no_tool_envs = ([make_env(args, "validation", policy, tools=False) for _ in range(n_eval)]
+    eval_envs = [make_env(args, "validation", policy, **eval_kw) for _ in range(n_eval)]
+    no_tool_envs = ([make_env(args, "validation", policy, tools=False, **eval_kw) for _ in range(n_eval)]
                     if args.eval_without_tools else [])
 
     def run_eval(step):
@@ -575,14 +836,22 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
             write_samples(run_dir, step, samples, writer)
         return m
 
-    if args.eval_every and start_step == 0:
-        m = run_eval(0)
-        if dist.main:
-            history.append({"step": 0, **{f"eval/{k}": v for k, v in m.items()}})
-    bar = tqdm(range(start_step, args.total_steps), initial=start_step, total=args.total_steps,
-               disable=not (args.progress and dist.main), desc=args.exp_name, dynamic_ncols=True)
+    bar = tqdm(initial=start_step, total=args.total_steps, disable=not (args.progress and dist.main),
+               desc=args.exp_name, dynamic_ncols=True)
     new_history = []
-    for step0 in bar:
+    stop = False
+    if args.eval_every and start_step == 0:
+        bar.set_postfix_str(f"evaluating the starting policy on {args.eval_episodes} validation episodes")
+        with autocast(args, device):
+            m = run_eval(0)
+        if dist.main:
+            rec = {"step": 0, **{f"eval/{k}": v for k, v in m.items()}}
+            history.append(rec)
+            new_history.append(rec)
+            stop = _fire(cbs, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
+        stop = _agree(stop, dist)
+    step = start_step
+    for step0 in range(start_step, start_step if stop else args.total_steps):
         step = step0 + 1
         t0 = time.perf_counter()
         timer = Timer()
@@ -590,10 +859,12 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
         seeds = [prompt_seeds[i // args.group_size] for i in range(n_env)]
         groups = [i // args.group_size for i in range(n_env)]
         model.eval()
-        rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature, top_p=args.top_p,
-                                    max_new_tokens=args.max_new_tokens,
-                                    sub_max_new_tokens=args.subagent_max_new_tokens, think_prefix=args.think_prefix,
-                                    gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
+        with autocast(args, device):
+            rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature,
+                                        top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                                        sub_max_new_tokens=args.subagent_max_new_tokens,
+                                        think_prefix=args.think_prefix,
+                                        gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
         model.train()
         adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
                                  group_norm=args.group_norm, batch_norm=args.batch_norm,
@@ -603,6 +874,9 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
             seqs.append(TrainSeq(r.conv, float(a), "main"))
             if args.train_subagents:
                 seqs += [TrainSeq(c, float(a), "sub") for c in r.sub_convs]
+        lr = lr_at(step, args)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         with timer("backward"):  # learning rate 0 measures the starting policy (the sweep's cold_start row)
             upd = (grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
                    if args.learning_rate > 0 else {})
@@ -615,14 +889,19 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
         metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
         metrics = reduce_metrics(metrics, dist)
         metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
+        metrics["train/learning_rate"] = lr
         tot_tokens = reduce_sum(gen_tokens, dist)
         metrics["perf/step_seconds"] = elapsed
         metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
         for k, v in timer.totals.items():
             metrics[f"perf/{k}_seconds"] = v
         if args.eval_every and (step % args.eval_every == 0 or step == args.total_steps):
-            m = run_eval(step)
+            bar.set_postfix_str(f"evaluating step {step} on {args.eval_episodes} validation episodes")
+            with autocast(args, device):
+                m = run_eval(step)
             metrics.update({f"eval/{k}": v for k, v in m.items()})
+            if dist.main:
+                stop = _fire(cbs, "on_eval", step, {f"eval/{k}": v for k, v in m.items()}) or stop
         if dist.main:
             for k, v in metrics.items():
                 if not k.startswith("eval/"):
@@ -634,12 +913,19 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
             bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward_common']:.2f}",
                             acc=f"{metrics['train/accuracy']:.2f}", calls=f"{metrics['train/tool_calls_per_rollout']:.2f}",
                             par=f"{metrics['train/parallel_turn_fraction']:.2f}", s=f"{elapsed:.1f}")
+            stop = _fire(cbs, "on_step", step, metrics) or stop
+        stop = _agree(stop, dist)
         run_state.kill_point("step", step)
-        last = step == args.total_steps
-        if dist.main and ((args.checkpoint_every and step % args.checkpoint_every == 0) or last):
+        last = step == args.total_steps or stop
+        if dist.main and args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
             save_training_checkpoint(run_dir, step, model, optimizer, args, history)
+        bar.update(1)
+        if stop:
+            bar.set_postfix_str(f"stopped by a callback after step {step}")
+            break
+    bar.close()
     if dist.main:  # also repairs a finished run's missing or incomplete final_model on --resume
-        problem = run_state.final_model_problem(run_dir, args.total_steps)
+        problem = run_state.final_model_problem(run_dir, step)
         if problem:
             from agents.lmm.tiny_qwen import save_checkpoint
 
@@ -647,15 +933,27 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run) -> list[d
                 print(f"--resume: {run_dir / 'final_model'} needs writing ({problem}); writing it from step "
                       f"{start_step}", file=sys.stderr)
             save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor,
-                            info={"step": args.total_steps, "run": run_dir.name})
+                            info={"step": step, "run": run_dir.name})
     for e in train_envs + eval_envs + no_tool_envs:
         e.close()
     if writer is not None:
         writer.close()
         run_state.atomic_write_json(run_dir / "history.json", history)
+        if args.progress:
+            print(summary(args, run_dir, history, time.perf_counter() - t_start), flush=True)
     if dist.world > 1:
         torch.distributed.barrier()
-    return new_history
+    model.eval()
+    return TrainResult(policy, new_history, run_dir)
+
+
+def _agree(stop: bool, dist: Dist) -> bool:
+    """Rank 0's stop decision (its callbacks ran), on every process."""
+    if dist.world == 1:
+        return stop
+    flag = torch.tensor([int(stop)], device=_comm_device())
+    torch.distributed.broadcast(flag, src=0)
+    return bool(flag.item())
 
 
 def _comm_device() -> torch.device:
@@ -687,10 +985,14 @@ def reduce_sum(x: float, dist: Dist) -> float:
 
 
 def main_for(args_cls, argv=None, description: str = "") -> list[dict]:
+    """The scripts' command line: parse `argv` into `args_cls`, train; returns TrainResult.history (what
+    the tests and benchmarks read; a library caller wants `train` and its TrainResult)."""
+    from paravt_env.sources import DatasetError, VideoError
+
     args = parse_args(args_cls, argv, description)
     try:
-        return train(args)
-    except RunStateError as exc:  # one line naming the path and the problem, no traceback
+        return train(args).history
+    except (RunStateError, DatasetError, VideoError) as exc:  # one line naming the file and problem, no traceback
         raise SystemExit(f"error: {exc}") from None
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():

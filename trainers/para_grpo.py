@@ -1,4 +1,4 @@
-"""PARA-GRPO: GRPO + Exploration Anchoring + nFrames Gating (PAPER.md), on ParaVT-LongVideo-v0.
+"""PARA-GRPO (the paper's GRPO + Exploration Anchoring + nFrames Gating) on ParaVT-LongVideo-v0.
 
     python trainers/para_grpo.py                       # default run: tiny strong-prior model, CPU
     python trainers/para_grpo.py --anchor-mode logprob --anchor-lambda 0.1

@@ -61,7 +61,8 @@ def clean_summary(text: str, policy) -> str:
     return text.strip()
 
 
-def make_env(args, split: str, policy=None, tools: bool | None = None):
+def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwargs):
+    """`env_kwargs` go to the env as they are (the trainer's `dataset=`, `reward_fns=`)."""
     from paravt_env.env import ParaVTLongVideoEnv
 
     return ParaVTLongVideoEnv(
@@ -73,7 +74,7 @@ def make_env(args, split: str, policy=None, tools: bool | None = None):
                   if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
-        reward_config=reward_config(args), tools=args.tools if tools is None else tools)
+        reward_config=reward_config(args), tools=args.tools if tools is None else tools, **env_kwargs)
 
 
 @dataclass

@@ -8,6 +8,7 @@ A checkpoint directory written by `save_checkpoint` holds what a Hub checkpoint 
     config.json, generation_config.json, model.safetensors   (the model)
     tokenizer.json, tokenizer_config.json, chat_template.*    (agents.lmm.tokenizer)
     preprocessor_config.json                                   (the image processor)
+    processor_config.json                                      (what AutoProcessor builds)
 plus checkpoint_manifest.json (every file's size and sha256, written last: the folder is
 complete), and `load_checkpoint` reads any such directory, tiny or full-size, offline.
 
@@ -17,8 +18,16 @@ when torchvision is missing, and picks the torchvision one when it is importable
 the same layout: `pixel_values` of shape (sum of t*h*w patches, 3 * temporal_patch_size *
 patch**2), each still image duplicated over the temporal patch, patches ordered by 2x2 merge
 blocks; `image_grid_thw` = (1, h/patch, w/patch) per image. No home-made processor is needed.
-(`Qwen2_5_VLProcessor` itself cannot be saved without a video processor, which needs
-torchvision; the policy therefore uses the tokenizer and the image processor directly.)
+
+`AutoProcessor.from_pretrained(folder)` (what TRL and other tools call) works without torchvision
+too: transformers' `Qwen2_5_VLProcessor` always loads a video processor, and every video processor
+needs torchvision, so a saved folder names, in processor_config.json, transformers' image-only
+processor class `PaddleOCRVLProcessor`: image processor + tokenizer, each image's `<|image_pad|>`
+repeated prod(image_grid_thw) / merge_size**2 times, which is Qwen2.5-VL's own image rule. It finds
+the pad token through `tokenizer.image_token`, written into tokenizer_config.json. Same input_ids,
+pixel_values and image_grid_thw as the policy builds (tests/test_library.py checks it without
+torchvision); what it lacks is the video path, which the environment never uses (frames are images).
+The policy itself uses the tokenizer and the image processor directly.
 """
 
 from __future__ import annotations
@@ -58,6 +67,9 @@ TINY_VISION = dict(
 # Small frames: a 112x112 frame is 8x8 patches -> 16 tokens after the 2x2 merge, so a 64-frame
 # overview costs ~1k tokens. Larger frames are shrunk to max_pixels, aspect ratio kept.
 TINY_IMAGE = dict(min_pixels=28 * 28, max_pixels=112 * 112, patch_size=14, temporal_patch_size=2, merge_size=2)
+IMAGE_TOKEN = "<|image_pad|>"
+# transformers' image-only processor with Qwen2.5-VL's image-token rule (see the module docstring)
+PROCESSOR_CLASS = "PaddleOCRVLProcessor"
 
 
 def tiny_config(tokenizer, **text_overrides) -> Qwen2_5_VLConfig:
@@ -110,10 +122,40 @@ def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dic
         problem = model_dir_problem(tmp) or _tokenizer_round_trip_problem(tmp, tokenizer)
         if not (problem or os.path.isfile(os.path.join(tmp, "preprocessor_config.json"))):
             problem = "no preprocessor_config.json was written"
+        problem = problem or _write_processor_config(tmp, tokenizer)
         if problem:
             raise ValueError(f"saving a checkpoint to {path}: {problem}")
         write_manifest(tmp, info)
     return path
+
+
+def _write_processor_config(folder, tokenizer) -> str | None:
+    """Make `AutoProcessor.from_pretrained(folder)` work with or without torchvision (see the module
+    docstring); returns the problem if it still does not load."""
+    import json
+
+    from transformers import AutoProcessor
+    from transformers.utils import logging as hf_logging
+
+    if tokenizer.convert_tokens_to_ids(IMAGE_TOKEN) in (None, tokenizer.unk_token_id):
+        return f"the tokenizer has no {IMAGE_TOKEN} token"
+    path = os.path.join(folder, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config["image_token"] = IMAGE_TOKEN  # a top-level *_token entry becomes tokenizer.image_token on load
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2, ensure_ascii=False)
+    with open(os.path.join(folder, "processor_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"processor_class": PROCESSOR_CLASS}, f, indent=2)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its one-time note about the class's older attribute style is noise here
+    try:
+        AutoProcessor.from_pretrained(str(folder), local_files_only=True)
+    except Exception as exc:  # any failure means the folder would not load elsewhere: say which
+        return f"AutoProcessor cannot load it: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return None
 
 
 def _tokenizer_round_trip_problem(folder, tokenizer) -> str | None:
