@@ -1,7 +1,8 @@
 """A short PARA-GRPO run with sample rollouts, its HTML pages, a Chromium screenshot, and what the
 samples cost each evaluation.
 
-    python benchmarks/viewer_demo.py --out benchmarks/results
+    python benchmarks/viewer_demo.py                          # writes runs/benchmarks/viewer_demo*
+    python benchmarks/viewer_demo.py --out benchmarks/results # refreshes the committed results
 
 Trains the shipped strong cold start (--subagent oracle, so crop summaries are the world's truthful
 captions) for --total-steps steps, evaluating every --eval-every; writes runs/viewer_demo/ (open
@@ -40,7 +41,7 @@ def timed(module, name: str, bucket: list):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="runs/benchmarks", help="output folder (untracked by default; --out benchmarks/results refreshes the committed results)")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--total-steps", type=int, default=2)
     p.add_argument("--eval-every", type=int, default=1)
