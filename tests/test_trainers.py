@@ -362,6 +362,10 @@ def test_sweep_runs_rows_resumes_and_reports(tiny_dir, tmp_path):
     assert (out / "runs" / "grpo__s2" / "final_model").is_dir()
     table = (out / "results.md").read_text()
     assert "| grpo |" in table and "| cold_start |" in table
+    # beside the paper: its numbers for the row, ours from the runs (accuracy in %)
+    side = (out / "side_by_side.md").read_text()
+    acc = f"{100 * results['grpo']['eval_accuracy']['mean']:.1f} ± "
+    assert "| grpo | + GRPO | 2 | 0.13 |" in side and "| 0.02 |" in side and acc in side
     assert (out / "curves.png").stat().st_size > 1000
     # the cold start is never updated: the same weights at the end
     import safetensors.torch as st
