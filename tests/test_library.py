@@ -41,22 +41,6 @@ def record_facts(trajectory: str, info: dict) -> float:
     return 0.0
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from agents.lmm import build_tiny_model, build_tokenizer, save_checkpoint
-
-    tok = build_tokenizer()
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    save_checkpoint(str(path), build_tiny_model(tok, seed=0), tok)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def policy(tiny_dir):
-    torch.set_num_threads(2)
-    return core.load_policy(tiny_dir, torch.device("cpu"))
-
-
 def tiny_args(tiny_dir, runs, **kw) -> GRPOArgs:
     base = dict(model=tiny_dir, runs_dir=str(runs), total_steps=2, prompts_per_step=1, group_size=2,
                 max_new_tokens=8, subagent_max_new_tokens=6, max_turns=2, eval_every=0, eval_episodes=2,

@@ -16,22 +16,6 @@ from trainers.core import (GRPOArgs, TrainSeq, anchor_loss, compute_advantages, 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from agents.lmm import build_tiny_model, build_tokenizer, save_checkpoint
-
-    tok = build_tokenizer()
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    save_checkpoint(str(path), build_tiny_model(tok, seed=0), tok)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def policy(tiny_dir):
-    torch.set_num_threads(2)
-    return core.load_policy(tiny_dir, torch.device("cpu"))
-
-
 def tiny_argv(tiny_dir, runs, *extra):
     return ["--model", tiny_dir, "--runs-dir", str(runs), "--total-steps", "2", "--group-size", "2",
             "--max-new-tokens", "8", "--subagent-max-new-tokens", "6", "--max-turns", "2", "--eval-every", "2",

@@ -1,0 +1,23 @@
+"""Fixtures shared by the trainer tests: a freshly built tiny checkpoint (random weights, seed 0) and its policy.
+A test module that needs a different model defines its own fixture of the same name."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from agents.lmm import build_tiny_model, build_tokenizer, save_checkpoint
+
+    tok = build_tokenizer()
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    save_checkpoint(str(path), build_tiny_model(tok, seed=0), tok)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_dir):
+    from trainers import core
+
+    torch.set_num_threads(2)
+    return core.load_policy(tiny_dir, torch.device("cpu"))
