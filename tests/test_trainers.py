@@ -417,3 +417,17 @@ def test_batch_normalisation_spans_every_process(tmp_path):
         local = compute_advantages([rewards[int(i)] for i in idx], [groups[int(i)] for i in idx])
         assert not np.allclose(local, adv)
     np.testing.assert_allclose(got, whole, rtol=1e-9, atol=1e-9)
+
+
+def test_sweep_maps_each_prior_to_its_model_and_refuses_a_global_model():
+    from trainers import sweep
+
+    models = {"strong": "/ckpt/strong", "weak": "/ckpt/weak"}
+    for row, spec in sweep.ROWS.items():
+        argv = sweep.run_argv(row, 3, Path("runs"), [], models)
+        assert argv[argv.index("--model") + 1] == models[spec.prior] and "--prior" not in argv
+    default = sweep.run_argv("weak_full", 3, Path("runs"), [])
+    assert default[default.index("--prior") + 1] == "weak" and "--model" not in default
+    with pytest.raises(SystemExit):
+        sweep.main(["--rows", "grpo", "--model", "/ckpt/strong", "--report-only"])
+

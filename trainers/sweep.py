@@ -4,6 +4,8 @@
     python trainers/sweep.py --preset paper --device cuda --jobs 24 --out benchmarks/results/reproduction
     python trainers/sweep.py --rows grpo,full --seeds 1,2 --total-steps 30     # any trainer flag goes to every run
     python trainers/sweep.py --report-only --out DIR            # rebuild the tables and plots from DIR/runs
+    python trainers/sweep.py --preset paper --strong-model QWEN_SFT_STRONG --weak-model QWEN_SFT_WEAK \
+        --learning-rate 2e-6 --source train.jsonl --eval-source val.jsonl --device cuda   # your own checkpoints
 
 Rows (the paper's ablation table and its contrasts; each row is a trainer script plus a few flags):
 
@@ -140,9 +142,13 @@ def run_name(row: str, seed: int) -> str:
     return f"{row}__s{seed}"
 
 
-def run_argv(row: str, seed: int, runs_dir: Path, flags: list[str]) -> list[str]:
+def run_argv(row: str, seed: int, runs_dir: Path, flags: list[str], models: dict[str, str] | None = None) -> list[str]:
+    """The trainer command of one row x seed. ``models`` maps a prior ("strong"/"weak") to a checkpoint folder
+    that replaces the shipped cold start of that prior (say, your own Qwen-VL SFT checkpoints)."""
     spec = ROWS[row]
-    return [sys.executable, str(ROOT / "trainers" / f"{spec.script}.py"), *spec.flags, "--prior", spec.prior,
+    model = (models or {}).get(spec.prior)
+    source = ["--model", model] if model else ["--prior", spec.prior]
+    return [sys.executable, str(ROOT / "trainers" / f"{spec.script}.py"), *spec.flags, *source,
             "--eval-without-tools", "--seed", str(seed), "--exp-name", row, "--run-name", run_name(row, seed),
             "--runs-dir", str(runs_dir), "--no-progress", *flags]
 
@@ -473,6 +479,9 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=1, help="trainer processes at a time (on GPUs, spread over them)")
     p.add_argument("--time-limit-s", type=float, default=None,
                    help="stop launching runs and SIGTERM running ones after this many seconds; rerun to resume")
+    p.add_argument("--strong-model", default="", help="checkpoint folder for the strong-prior rows (default: the "
+                                                      "shipped tiny strong cold start); e.g. a Qwen2.5-VL SFT folder")
+    p.add_argument("--weak-model", default="", help="checkpoint folder for the weak-prior rows (weak_grpo, weak_full)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/runs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a, extra = p.parse_known_args(argv)
@@ -489,9 +498,15 @@ def main(argv=None):
         p.error(f"--seeds must be a comma list of integers, got {a.seeds!r}")
     if a.jobs < 1:
         p.error("--jobs must be >= 1")
-    owned = sorted({f.split("=")[0] for f in extra} & {"--runs-dir", "--run-name", "--seed", "--exp-name", "--resume"})
+    owned = sorted({f.split("=")[0] for f in extra} & {"--runs-dir", "--run-name", "--seed", "--exp-name", "--resume",
+                                                       "--model", "--prior"})
     if owned:
-        p.error(f"the sweep sets {', '.join(owned)} for every run itself (use --out and --seeds)")
+        p.error(f"the sweep sets {', '.join(owned)} for every run itself (use --out, --seeds, --strong-model and "
+                f"--weak-model)")
+    for flag, path in (("--strong-model", a.strong_model), ("--weak-model", a.weak_model)):
+        if path and not Path(path).is_dir():
+            p.error(f"{flag} {path}: not a folder")
+    models = {"strong": a.strong_model, "weak": a.weak_model}
     out = Path(a.out)
     flags = list(preset.get("flags", [])) + extra
     if not a.report_only:
@@ -508,7 +523,7 @@ def main(argv=None):
                 if finished(run_dir, total):
                     skipped += 1
                     continue
-                argv_run = run_argv(row, seed, out / "runs", flags) + (["--resume"] if run_dir.exists() else [])
+                argv_run = run_argv(row, seed, out / "runs", flags, models) + (["--resume"] if run_dir.exists() else [])
                 env = {"CUDA_VISIBLE_DEVICES": gpus[len(jobs) % len(gpus)]} if gpus else {}
                 jobs.append(Job(row, seed, argv_run, out / "logs" / f"{run_name(row, seed)}.log", env=env))
         print(f"sweep: {len(rows)} rows x {len(seeds)} seeds; {skipped} finished, {len(jobs)} to run "
