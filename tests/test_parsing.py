@@ -2,7 +2,6 @@
 
 import json
 import sys
-import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -343,13 +342,11 @@ MB = 1_000_000
     "<think><answer></tool_call><tool_code></answer>" * (MB // 48),
     "<think>\n" + "a " * (MB // 2) + "</think><answer>" + "b" * 1000 + "</answer>",
 ], ids=lambda t: repr(t[:25]))
-def test_huge_inputs_fast(text):
-    t0 = time.perf_counter()
+def test_huge_inputs_parse_with_bounded_errors(text):
+    # their speed (linear, no regex backtracking) is measured in benchmarks/speed_reward.py, not timed here
     p = parse_turn(text)
-    dt = time.perf_counter() - t0
     assert isinstance(p, ParsedTurn)
     assert len(p.errors) <= 52
-    assert dt < 0.5, f"{dt:.2f}s"
 
 
 def test_tag_limit_is_flagged():
