@@ -196,3 +196,27 @@ def test_bad_settings_raise_clear_errors(policies):
     with pytest.raises(ValueError, match="image"):
         vp.generate([broken], temperature=0)
     assert vp.generate([], temperature=0) == []
+
+
+def test_trainer_rollout_backend_vllm_syncs_after_each_update(tmp_path):
+    from trainers.core import parse_args, train
+    from trainers.para_grpo import Args
+
+    args = parse_args(Args, ["--rollout-backend", "vllm", "--total-steps", "2", "--prompts-per-step", "1",
+                             "--group-size", "2", "--eval-every", "0", "--checkpoint-every", "0",
+                             "--max-new-tokens", "24", "--subagent-max-new-tokens", "12", "--frame-budget", "8",
+                             "--learning-rate", "1e-3", "--no-progress", "--runs-dir", str(tmp_path)])
+    result = train(args)
+    policy = result.policy
+    assert isinstance(policy, VLLMPolicy) and [h["step"] for h in result.history] == [1, 2]
+    # with one update per batch the sampler is the policy being trained: the PPO ratio starts at 1
+    assert all(h["train/clip_fraction"] == 0.0 for h in result.history)
+    # the engine samples from the trained weights, not the checkpoint's
+    conv = policy.start([{"role": "user", "content": "Where is the red circle?"}])
+    trained = TransformersPolicy.generate(policy, [conv], temperature=0, max_new_tokens=24)[0]
+    sampled = policy.generate([conv], temperature=0, max_new_tokens=24)[0]
+    assert sampled.token_ids == trained.token_ids
+    assert np.allclose(sampled.logprobs, trained.logprobs, atol=TOL)
+    fresh = TransformersPolicy(CKPT)
+    assert not torch.equal(fresh.model.get_output_embeddings().weight,  # training did move the weights
+                           policy.model.get_output_embeddings().weight.detach())

@@ -221,5 +221,7 @@ def _make_engine(model_dir: str, model, context_length: int, seed: int, engine_k
               limit_mm_per_prompt={"image": 256, "video": 0},
               # transformers' PIL image backend: what TransformersPolicy's processor is without torchvision
               mm_processor_kwargs={"use_fast": False})
+    if os.environ.get("TORCHDYNAMO_DISABLE") == "1":
+        kw["enforce_eager"] = True  # vLLM's compiled model path fails outright with dynamo disabled
     kw.update(engine_kwargs)
     return LLM(**kw)
