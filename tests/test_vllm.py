@@ -122,7 +122,9 @@ def test_max_calls_ends_the_turn_like_the_hf_policy(policies, env_messages):
     vp, hf = policies
     unlimited = vp.generate([vp.start(m) for m in env_messages], temperature=0, max_new_tokens=96)
     assert all(sum(c.text.count(s) for s in CALL_CLOSERS) > 2 for c in unlimited)  # more than the limits below
-    for max_calls in (1, 2):
+    one = vp.generate([vp.start(m) for m in env_messages], temperature=0, max_new_tokens=80, max_calls=1)
+    assert all(sum(c.text.count(s) for s in CALL_CLOSERS) == 1 and c.finish_reason == "stop" for c in one)
+    for max_calls in (2,):  # against the HF policy (its stopping criterion is the reference)
         ref = hf.generate([hf.start(m) for m in env_messages], temperature=0, max_new_tokens=80,
                           max_calls=max_calls)
         got = vp.generate([vp.start(m) for m in env_messages], temperature=0, max_new_tokens=80,
@@ -144,14 +146,14 @@ def test_max_calls_ends_the_turn_like_the_hf_policy(policies, env_messages):
 def test_seeds_make_samples_reproducible(policies, env_messages):
     vp, _ = policies
     convs = [vp.start(m) for m in env_messages]
-    a = vp.generate(convs, temperature=1.0, max_new_tokens=32, seed=5)
-    b = vp.generate(convs, temperature=1.0, max_new_tokens=32, seed=5)
-    c = vp.generate(convs, temperature=1.0, max_new_tokens=32, seed=6)
+    a = vp.generate(convs, temperature=1.0, max_new_tokens=16, seed=5)
+    b = vp.generate(convs, temperature=1.0, max_new_tokens=16, seed=5)
+    c = vp.generate(convs, temperature=1.0, max_new_tokens=16, seed=6)
     assert [x.token_ids for x in a] == [x.token_ids for x in b]
     assert [x.logprobs for x in a] == [x.logprobs for x in b]
     assert [x.token_ids for x in a] != [x.token_ids for x in c]
     # a row's sample depends on its seed and row only, not on the rows after it
-    assert vp.generate(convs[:1], temperature=1.0, max_new_tokens=32, seed=5)[0].token_ids == a[0].token_ids
+    assert vp.generate(convs[:1], temperature=1.0, max_new_tokens=16, seed=5)[0].token_ids == a[0].token_ids
 
 
 def test_weight_sync_makes_the_engine_follow_the_trained_model(policies, env_messages):
@@ -164,14 +166,15 @@ def test_weight_sync_makes_the_engine_follow_the_trained_model(policies, env_mes
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():  # a large step on every weight, the vision tower's included
             for p in vp.model.parameters():
-                p.add_(torch.randn(p.shape, generator=g) * 0.05 * (p.std() if p.numel() > 1 else 1.0))
+                p.add_(torch.randn(p.shape, generator=g) * 0.2 * (p.std() if p.numel() > 1 else 1.0))
         stale = vp.generate(convs, temperature=0, max_new_tokens=24)
         assert [c.token_ids for c in stale] == [c.token_ids for c in before]  # not synced yet
         vp.sync_weights()
         ref = TransformersPolicy.generate(vp, convs, temperature=0, max_new_tokens=24)  # HF code, new weights
         after = vp.generate(convs, temperature=0, max_new_tokens=24)
         assert [c.token_ids for c in after] == [c.token_ids for c in ref]
-        assert [c.token_ids for c in after] != [c.token_ids for c in before]
+        changed = max(abs(x - y) for a, b in zip(after, before) for x, y in zip(a.logprobs, b.logprobs))
+        assert changed > 1e-2  # the new weights do reach the engine (same tokens may stay the argmax)
         for a, b in zip(ref, after):
             assert np.allclose(b.logprobs, a.logprobs, atol=TOL)
         sampled = vp.generate(convs, temperature=0.8, max_new_tokens=24, seed=2)
