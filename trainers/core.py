@@ -91,6 +91,9 @@ class GRPOArgs:
     gradient_checkpointing: bool = arg(False, "recompute the language model's activations in the backward pass "
                                               "(less memory, more time; same gradients)")
     torch_threads: int = arg(1, "CPU threads for torch per process (1 is fastest for the tiny model's small ops)")
+    rollout_backend: str = arg("hf", "who samples the rollouts: hf (Hugging Face generate on the trained model) or "
+                                     "vllm (a vLLM engine in the same process, weights synced after every update; "
+                                     "single process only; see agents/lmm/vllm_policy.py)", ("hf", "vllm"))
     # schedule
     total_steps: int = arg(40, "GRPO steps")
     prompts_per_step: int = arg(2, "prompts per step per process (paper: 7)")
@@ -401,6 +404,20 @@ def load_policy(path: str, device: torch.device):
     tok = policy.tokenizer
     suppress_tokens(policy.model, [tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
     return policy
+
+
+def vllm_policy(policy, model_path: str, args, dist: Dist):
+    """--rollout-backend vllm: the same policy, sampling on a vLLM engine colocated in this process."""
+    if dist.world > 1:
+        raise ValueError("--rollout-backend vllm runs in a single process (one engine beside the trainer); "
+                         "drop torchrun or use --rollout-backend hf")
+    from agents.lmm.vllm_policy import VLLMPolicy
+
+    tok = policy.tokenizer
+    extra = {"gpu_memory_utilization": 0.3} if policy.device.type == "cuda" else {}  # the trainer shares the GPU
+    return VLLMPolicy(model_path, policy.model, tok, policy.image_processor, device=policy.device,
+                      banned_token_ids=[tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS], seed=args.seed,
+                      **extra)
 
 
 def prepare_model(model, args) -> None:
@@ -797,6 +814,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         start_step = int(ck["step"])
         history = list(ck.get("history", []))
         del ck
+    if args.rollout_backend == "vllm":  # built after a resume loaded the weights: it starts from them
+        policy = vllm_policy(policy, model_path, args, dist)
     ddp_model = None
     if dist.world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -880,6 +899,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         with timer("backward"):  # learning rate 0 measures the starting policy (the sweep's cold_start row)
             upd = (grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
                    if args.learning_rate > 0 else {})
+            if args.learning_rate > 0 and hasattr(policy, "sync_weights"):
+                policy.sync_weights()  # the vLLM engine samples the next step from the updated weights
         stats = episode_stats(gather_records([episode_record(r) for r in rollouts], dist))
         gen_tokens = sum(r.gen_tokens for r in rollouts)
         elapsed = time.perf_counter() - t0
