@@ -24,9 +24,9 @@ WORLD = 2
 
 def _argv(tiny_dir, runs, *extra):
     return ["--model", tiny_dir, "--runs-dir", str(runs), "--total-steps", "2", "--group-size", "2",
-            "--max-new-tokens", "8", "--subagent-max-new-tokens", "6", "--max-turns", "2", "--eval-every", "2",
-            "--eval-episodes", "2", "--checkpoint-every", "1", "--dataset-size", "60", "--no-progress",
-            "--device", "cpu", "--fsdp", "--run-name", "run", *extra]
+            "--max-new-tokens", "8", "--subagent-max-new-tokens", "6", "--max-turns", "2", "--eval-every", "0",
+            "--checkpoint-every", "1", "--dataset-size", "60", "--no-progress",
+            "--device", "cpu", "--fsdp", *extra]
 
 
 def _seqs(policy, n=6):
@@ -92,6 +92,18 @@ def one_update(policy, ref, seqs, args, dist):
 
 
 # ------------------------------------------------------------------ the spawned processes
+def _as_if_killed_after_step_1(src: Path, dst: Path) -> None:
+    """What a run folder holds when its trainer died right after step 1's checkpoint."""
+    import shutil
+
+    keep = ("events.out.tfevents.", "args.json", "checkpoints", "step_000001.", "latest")
+    shutil.copytree(src, dst, ignore=lambda d, names: [] if d.endswith(".dcp") else
+                    [n for n in names if not n.startswith(keep)])
+    (dst / "checkpoints" / "latest").write_text("step_000001.pt")
+    first = json.loads((src / "history.json").read_text())[:1]
+    (dst / "history.json").write_text(json.dumps(first))
+
+
 def _worker(rank, world, init_file, tiny_dir, out):
     import torch.distributed as td
 
@@ -120,11 +132,14 @@ def _worker(rank, world, init_file, tiny_dir, out):
             if rank == 0:
                 torch.save({"loss": float(loss) / world, "grads": full, "grad_norm": upd["grad_norm"],
                             "dtypes_in_full_weights": dtypes, "local_numel": local_shard}, out / f"update_{dtype}.pt")
-        # (b), (c): whole runs through the trainer: uninterrupted; stopped after step 1; resumed
-        for name, extra in (("straight", ["--run-name", "straight"]), ("first", ["--total-steps", "1"]),
-                            ("resumed", ["--resume"])):
-            args = core.parse_args(para_grpo.Args, _argv(tiny_dir, out / "runs", *extra))
-            result = core.train(args)
+        # (b), (c): an uninterrupted 2-step run through the trainer; then a copy of its folder as a run
+        # killed after step 1 (what it had written by then: the step-1 checkpoint), resumed to step 2
+        for name in ("straight", "resumed"):
+            if name == "resumed" and rank == 0:
+                _as_if_killed_after_step_1(out / "runs" / "straight", out / "runs" / "resumed")
+            td.barrier()
+            extra = ["--run-name", name] + (["--resume"] if name == "resumed" else [])
+            result = core.train(core.parse_args(para_grpo.Args, _argv(tiny_dir, out / "runs", *extra)))
             sd = distributed.full_state_dict(result.policy.model)
             if rank == 0:
                 (out / f"history_{name}.json").write_text(json.dumps(result.history))
@@ -176,20 +191,17 @@ def test_sharded_update_equals_single_process(tiny_dir, spawned):
 # ------------------------------------------------------------------ (b) resume equals uninterrupted
 def test_resume_from_sharded_checkpoint_equals_uninterrupted_run(spawned):
     straight = json.loads((spawned / "history_straight.json").read_text())
-    first = json.loads((spawned / "history_first.json").read_text())
     resumed = json.loads((spawned / "history_resumed.json").read_text())
-    assert [h["step"] for h in straight] == [1, 2] and [h["step"] for h in first] == [1]
-    assert [h["step"] for h in resumed] == [2]
-    for got, want in ((first[0], straight[0]), (resumed[0], straight[1])):
-        for k, v in want.items():
-            if not k.startswith("perf/"):
-                assert got[k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
+    assert [h["step"] for h in straight] == [1, 2] and [h["step"] for h in resumed] == [2]
+    for k, v in straight[1].items():
+        if not k.startswith("perf/"):
+            assert resumed[0][k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
     a, b = torch.load(spawned / "weights_straight.pt"), torch.load(spawned / "weights_resumed.pt")
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6, msg=k)
     # the checkpoints are sharded: one DCP file per process beside a small .pt that points to them
-    ck = spawned / "runs" / "run" / "checkpoints"
+    ck = spawned / "runs" / "resumed" / "checkpoints"
     assert sorted(p.name for p in ck.glob("step_*")) == ["step_000001.dcp", "step_000001.pt", "step_000002.dcp",
                                                           "step_000002.pt"]
     assert len(list((ck / "step_000002.dcp").glob("*.distcp"))) == WORLD
@@ -201,7 +213,7 @@ def test_a_sharded_checkpoint_without_its_folder_is_skipped(spawned, tmp_path):
     import shutil
 
     run = tmp_path / "run"
-    shutil.copytree(spawned / "runs" / "run", run, ignore=shutil.ignore_patterns("run.lock"))
+    shutil.copytree(spawned / "runs" / "resumed", run, ignore=shutil.ignore_patterns("run.lock"))
     ck = run / "checkpoints"
     victim = next((ck / "step_000002.dcp").glob("*.distcp"))
     victim.write_bytes(victim.read_bytes()[:10])
@@ -218,7 +230,7 @@ def test_final_model_is_a_plain_folder_of_the_trained_weights(spawned):
 
     from agents.lmm.tiny_qwen import load_checkpoint
 
-    folder = spawned / "runs" / "run" / "final_model"
+    folder = spawned / "runs" / "resumed" / "final_model"
     assert run_state.final_model_problem(folder.parent, 2) is None  # complete, manifest, step 2
     model, tok, _ = load_checkpoint(str(folder))
     trained = torch.load(spawned / "weights_resumed.pt")
@@ -236,7 +248,7 @@ def test_resuming_a_sharded_run_without_fsdp_says_so(spawned, tiny_dir, tmp_path
 
     from trainers import para_grpo
 
-    shutil.copytree(spawned / "runs" / "run", tmp_path / "run", ignore=shutil.ignore_patterns("run.lock"))
-    argv = [a for a in _argv(tiny_dir, tmp_path, "--resume", "--total-steps", "3") if a != "--fsdp"]
+    shutil.copytree(spawned / "runs" / "resumed", tmp_path / "run", ignore=shutil.ignore_patterns("run.lock"))
+    argv = [a for a in _argv(tiny_dir, tmp_path, "--run-name", "run", "--resume", "--total-steps", "3") if a != "--fsdp"]
     with pytest.raises(SystemExit, match="saved with --fsdp; resume it with --fsdp"):
         para_grpo.main(argv)
