@@ -252,3 +252,21 @@ def test_resuming_a_sharded_run_without_fsdp_says_so(spawned, tiny_dir, tmp_path
     argv = [a for a in _argv(tiny_dir, tmp_path, "--run-name", "run", "--resume", "--total-steps", "3") if a != "--fsdp"]
     with pytest.raises(SystemExit, match="saved with --fsdp; resume it with --fsdp"):
         para_grpo.main(argv)
+
+
+# ------------------------------------------------------------------ the GPU benchmark's code path, on CPU
+def test_scale_benchmark_runs_with_the_tiny_shape(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("scale_fsdp", Path(__file__).resolve().parents[1] / "benchmarks"
+                                                  / "scale_fsdp.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    res = bench.main(["--tiny", "--prompts", "1", "--steps", "2", "--out", str(tmp_path)])
+    [row] = res["rows"]
+    saved = json.loads((tmp_path / "scale_fsdp.json").read_text())
+    assert saved["rows"] == [row] and saved["meta"]["params"] == res["meta"]["params"] > 1e6
+    assert row["sequences_per_step"] == 4 and row["step_seconds"] > 0 and row["generated_tokens_per_second"] > 0
+    assert row["mfu"] is None  # no peak FLOP/s is defined for a CPU
+    assert "| 1 | 4 |" in (tmp_path / "scale_fsdp.md").read_text()
+    assert not torch.distributed.is_initialized()  # its one-process group is gone again
