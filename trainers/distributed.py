@@ -28,15 +28,16 @@ Design choices, and why:
   lengths), so sampling through the sharded model would deadlock. ``full_weights`` all-gathers
   every unit once and turns resharding off; rollouts and evaluation then run on the whole model
   with no collective at all, as many forward passes as each rank needs; the shards come back when
-  the block ends. Memory: the whole model in the compute dtype on every GPU during rollouts (a
-  7B model in bf16 is ~15 GB), the same as DDP's replica; the update keeps the sharded footprint.
+  the block ends. Memory: the whole policy in the compute dtype on every GPU during rollouts (a
+  7B model in bf16 is ~15 GB; the reference stays sharded); the update keeps the sharded footprint.
 - Checkpoints: ``checkpoints/step_N.dcp/`` holds the DCP files (one per rank plus ``.metadata``)
   and a manifest; it is staged in a hidden folder and renamed into place whole (run_state's
   ``staged_dir``). Only then does rank 0 write ``checkpoints/step_N.pt``, a small file with the
   step, every rank's RNG state, the history and a pointer to the folder: the same file ``--resume``
   already scans for, so a checkpoint is complete or ignored (a .pt whose folder is missing or
-  incomplete against its manifest is skipped by ``run_state.load_training_checkpoint``). DCP
-  reshards on load: a run saved on 2 processes resumes on 1 or 4.
+  incomplete against its manifest is skipped by ``run_state.load_training_checkpoint``). DCP can
+  reshard on load, so another process count should resume too (untested here; such a run then
+  differs from an uninterrupted one anyway, since each process draws its own prompts).
 """
 
 from __future__ import annotations
