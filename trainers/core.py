@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from trainers import run_state
+from trainers import distributed, run_state
 from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
                             structural_mask)
 from trainers.rollouts import (Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
@@ -94,6 +94,10 @@ class GRPOArgs:
     rollout_backend: str = arg("hf", "who samples the rollouts: hf (Hugging Face generate on the trained model) or "
                                      "vllm (a vLLM engine in the same process, weights synced after every update; "
                                      "single process only; see agents/lmm/vllm_policy.py)", ("hf", "vllm"))
+    fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
+                            "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
+                            "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
+                            "whole model (see trainers/distributed.py)")
     # schedule
     total_steps: int = arg(40, "GRPO steps")
     prompts_per_step: int = arg(2, "prompts per step per process (paper: 7)")
@@ -563,6 +567,8 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
                     sums["loss"] += float(total.detach()) * dist.world  # the mean over processes is then the global loss
         grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                                    args.max_grad_norm)
+        if hasattr(grad_norm, "full_tensor"):  # --fsdp: a DTensor over the shards
+            grad_norm = grad_norm.full_tensor()
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
     tok = max(sums["tokens"], 1.0)
@@ -744,6 +750,8 @@ def train(args, callbacks=None, *, on_step: Callable | None = None, on_eval: Cal
     data = load_question_files(args)  # a bad question file stops here, before the run folder exists
     torch.set_num_threads(args.torch_threads)
     dist, device = setup_distributed(args.device)
+    if args.fsdp:
+        distributed.init_process_group(device)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -800,24 +808,35 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         for p in ref_model.parameters():
             p.requires_grad_(False)
     prepare_model(model, args)
+    if args.fsdp:  # sharded before the optimizer exists, so its state is sharded too
+        distributed.shard(model, args)
+        if ref_model is not None:
+            distributed.shard(ref_model, args)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
     start_step, history = 0, []
     if run.checkpoint is not None:
         ck = run.load_state()
+        if bool(ck.get("sharded")) != bool(args.fsdp):
+            raise RunStateError(f"{run.checkpoint} was saved {'with' if ck.get('sharded') else 'without'} --fsdp; "
+                                f"resume it {'with' if ck.get('sharded') else 'without'} --fsdp")
         try:
-            model.load_state_dict(ck["model"])
-            optimizer.load_state_dict(ck["optimizer"])
+            if args.fsdp:
+                rng = distributed.load_checkpoint(ck, run.checkpoint, model, optimizer, dist.rank)
+            else:
+                model.load_state_dict(ck["model"])
+                optimizer.load_state_dict(ck["optimizer"])
+                rng = ck["rng"]
         except (RuntimeError, ValueError, KeyError) as exc:
             raise RunStateError(f"{run.checkpoint} does not fit this model ({model_path}): "
                                 f"{str(exc).splitlines()[0][:200]}") from exc
-        set_rng_state(ck["rng"])
+        set_rng_state(rng)
         start_step = int(ck["step"])
         history = list(ck.get("history", []))
         del ck
     if args.rollout_backend == "vllm":  # built after a resume loaded the weights: it starts from them
         policy = vllm_policy(policy, model_path, args, dist)
     ddp_model = None
-    if dist.world > 1:
+    if dist.world > 1 and not args.fsdp:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -838,6 +857,10 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     eval_envs = [make_env(args, "validation", policy, **eval_kw) for _ in range(n_eval)]
     no_tool_envs = ([make_env(args, "validation", policy, tools=False, **eval_kw) for _ in range(n_eval)]
                     if args.eval_without_tools else [])
+
+    def whole_model():
+        """Rollouts and evaluation sample on the whole model: under --fsdp its shards are gathered."""
+        return distributed.full_weights(model) if args.fsdp else contextlib.nullcontext()
 
     def run_eval(step):
         model.eval()
@@ -861,7 +884,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     stop = False
     if args.eval_every and start_step == 0:
         bar.set_postfix_str(f"evaluating the starting policy on {args.eval_episodes} validation episodes")
-        with autocast(args, device):
+        with autocast(args, device), whole_model():
             m = run_eval(0)
         if dist.main:
             rec = {"step": 0, **{f"eval/{k}": v for k, v in m.items()}}
@@ -878,7 +901,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         seeds = [prompt_seeds[i // args.group_size] for i in range(n_env)]
         groups = [i // args.group_size for i in range(n_env)]
         model.eval()
-        with autocast(args, device):
+        with autocast(args, device), whole_model():
             rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature,
                                         top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                                         sub_max_new_tokens=args.subagent_max_new_tokens,
@@ -918,7 +941,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             metrics[f"perf/{k}_seconds"] = v
         if args.eval_every and (step % args.eval_every == 0 or step == args.total_steps):
             bar.set_postfix_str(f"evaluating step {step} on {args.eval_episodes} validation episodes")
-            with autocast(args, device):
+            with autocast(args, device), whole_model():
                 m = run_eval(step)
             metrics.update({f"eval/{k}": v for k, v in m.items()})
             if dist.main:
@@ -938,15 +961,24 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         stop = _agree(stop, dist)
         run_state.kill_point("step", step)
         last = step == args.total_steps or stop
-        if dist.main and args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
-            save_training_checkpoint(run_dir, step, model, optimizer, args, history)
+        if args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
+            if args.fsdp:  # every process writes its shards
+                distributed.save_checkpoint(run_dir, step, model, optimizer, args, history, rng_state(), dist.main)
+            elif dist.main:
+                save_training_checkpoint(run_dir, step, model, optimizer, args, history)
         bar.update(1)
         if stop:
             bar.set_postfix_str(f"stopped by a callback after step {step}")
             break
     bar.close()
-    if dist.main:  # also repairs a finished run's missing or incomplete final_model on --resume
-        problem = run_state.final_model_problem(run_dir, step)
+    problem = run_state.final_model_problem(run_dir, step) if dist.main else None
+    if args.fsdp:  # the full weights are gathered by every process, written by rank 0
+        flag = [problem]
+        torch.distributed.broadcast_object_list(flag, src=0)
+        if flag[0]:
+            distributed.save_final_model(run_dir / "final_model", model, policy, {"step": step, "run": run_dir.name},
+                                         dist.main)
+    elif dist.main:  # also repairs a finished run's missing or incomplete final_model on --resume
         if problem:
             from agents.lmm.tiny_qwen import save_checkpoint
 

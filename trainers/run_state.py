@@ -493,6 +493,12 @@ def load_training_checkpoint(path: Path) -> dict:
     m = _CKPT_RE.match(path.name)
     if m and int(ck["step"]) != int(m.group(1)):
         raise RunStateError(f"{path} holds step {ck['step']}, not the step its name says")
+    if ck.get("sharded") is not None:  # --fsdp: model and optimizer live in a DCP folder beside it
+        folder = path.parent / str(ck["sharded"])
+        problem = (manifest_problem(folder) if (folder / MANIFEST_NAME).is_file()
+                   else "the folder is missing or was never completed")
+        if problem:
+            raise RunStateError(f"{path}: its sharded state {folder.name}: {problem}")
     return ck
 
 
