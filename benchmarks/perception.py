@@ -138,8 +138,9 @@ def markdown(results: dict) -> str:
             s = g[key]
             rows.append((f"... accuracy {label}, tool calls/ep {s['tool_calls']:.2f}", s["accuracy"], s["accuracy_ci"], s["n"], ""))
             rows += [(f"...... {f}", x["accuracy"], x["accuracy_ci"], x["n"], "") for f, x in s["by_family"].items()]
+    took = f" Measured on {results['device']} in {results['seconds']:.0f} s." if "seconds" in results else ""
     lines = [f"Perception of `{results['checkpoint']}` (validation split, greedy; frames {results['frame_size'][0]} px, "
-             f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}).", "",
+             f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}).{took}", "",
              "| measure | value | 95% interval | n | target |", "|---|---|---|---|---|"]
     lines += [f"| {name} | {v:.3f} | {_ci(ci)} | {n} | {tgt} |" for name, v, ci, n, tgt in rows]
     return "\n".join(lines) + "\n"

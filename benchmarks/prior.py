@@ -4,7 +4,12 @@ For each prior: format reward, tool calls per rollout (kappa) and accuracy per f
 at temperature 0.7, with a fixed overview of K frames and with nFrames gating; plus
 sub-agent agreement (the same model summarising a crop from its frames alone vs the world's
 truthful caption). The paper expects the strong prior to call tools more and to hold format
-worse under sampling. Writes <--out>.json and <--out>.md.
+worse under sampling. Format is the common format metric (the released PARA-GRPO format scorer on
+the whole trajectory, ``info["format_reward_common"]``, the same for every reward configuration);
+the env's own R_fmt is kept beside it. kappa = tool calls that executed, per rollout. The paper's
+contrast, checked in the markdown (fixed K, greedy vs T = 0.7): strong kappa >= 0.3 and
+format(T=0.7) <= format(greedy) - 0.3; weak kappa <= 0.05 and format(T=0.7) >= 0.8.
+Writes <--out>.json, <--out>.md and <--out>.png (format and kappa, greedy vs T = 0.7).
 
 K and the gating set default to what the checkpoint was TRAINED on (its ``sft_args.json``
 ``budgets``): the fixed K is the largest training K (64 for the gpu preset, as in the paper;
@@ -27,6 +32,8 @@ import re
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -98,34 +105,91 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     out.with_suffix(".md").write_text(markdown(results))
+    plot(results, out.with_suffix(".png"))
     print(markdown(results))
+
+
+def contrast(results) -> list[dict]:
+    """The paper's tool-prior contrast per model at its fixed K (greedy vs T = 0.7): the numbers
+    and whether each target holds (None where a setting was not run)."""
+    rows = []
+    for name, e in results["models"].items():
+        g, t = e["settings"].get(f"greedy/K{e.get('k')}"), e["settings"].get(f"t0.7/K{e.get('k')}")
+        if not g or not t:
+            continue
+        kappa = g["tool_calls"]
+        fg, ft = g.get("format_common", float("nan")), t.get("format_common", float("nan"))
+        if name.startswith("strong"):
+            targets = {"kappa >= 0.3": kappa >= 0.3, "format(T=0.7) <= format(greedy) - 0.3": ft <= fg - 0.3}
+        else:
+            targets = {"kappa <= 0.05": kappa <= 0.05, "format(T=0.7) >= 0.8": ft >= 0.8}
+        rows.append(dict(model=name, k=e.get("k"), kappa_greedy=kappa, kappa_t07=t["tool_calls"], format_greedy=fg,
+                         format_t07=ft, targets=targets))
+    return rows
 
 
 def markdown(results) -> str:
     fams = ("needle", "needle_attribute", "counting", "temporal_order", "grounding", "global")
     lines = [f"Tool-prior benchmark ({results['episodes']} validation episodes per row, oracle sub-agent, "
-             f"{results['max_new_tokens']} new tokens per turn). format = env R_fmt; kappa = tool calls per rollout; "
-             "think closed = share of rollouts whose every turn closes </think>.", ""]
+             f"{results['max_new_tokens']} new tokens per turn). format = the common format metric (released "
+             "PARA-GRPO format on the trajectory); env R_fmt = the env's own format reward; kappa = executed tool "
+             "calls per rollout; think closed = share of rollouts whose every turn closes </think>.", ""]
     lines += [f"- {name}: fixed K = {e.get('k')}, gating K ~ U{tuple(e.get('gating_budgets') or ())}"
               for name, e in results["models"].items()]
-    lines += ["", "| model | decoding | K | format | kappa | rollouts with a call | acc | <answer> used | `Answer:` | <tool_code> | "
-              "<tool_call> | think closed | " + " | ".join(fams) + " |",
+    rows = contrast(results)
+    if rows:
+        lines += ["", "The paper's contrast (fixed K, greedy -> T = 0.7):", "",
+                  "| model | K | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | targets |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            tg = "; ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in r["targets"].items())
+            lines.append(f"| {r['model']} | {r['k']} | {r['format_greedy']:.3f} | {r['format_t07']:.3f} | "
+                         f"{r['kappa_greedy']:.2f} | {r['kappa_t07']:.2f} | {tg} |")
+    lines += ["", "| model | decoding | K | format | env R_fmt | kappa | rollouts with a call | acc | <answer> used | "
+              "`Answer:` | <tool_code> | <tool_call> | think closed | " + " | ".join(fams) + " |",
               "|" + "---|" * (13 + len(fams))]
     for name, e in results["models"].items():
         for key, s in e["settings"].items():
             dec, k = key.split("/")
             fam = " | ".join(f"{s['correct_by_family'].get(f, float('nan')):.2f}" for f in fams)
-            lines.append(f"| {name} | {dec} | {k} | {s['format']:.3f} | {s['tool_calls']:.2f} | {s['tool_rate']:.2f} | "
+            lines.append(f"| {name} | {dec} | {k} | {s.get('format_common', float('nan')):.3f} | {s['format']:.3f} | "
+                         f"{s['tool_calls']:.2f} | {s['tool_rate']:.2f} | "
                          f"{s['correct']:.3f} | {s['answer_tag']:.2f} | {s['answer_colon']:.2f} | {s['tool_code']:.2f} | "
                          f"{s['tool_call_json']:.2f} | {s['think_closed']:.2f} | {fam} |")
-    lines += ["", "Sub-agent agreement (the model summarises a crop from its frames alone; greedy) vs the world's caption:", "",
-              "| model | crops | token F1 | object precision | object recall | object F1 | scene match |", "|---|---|---|---|---|---|---|"]
+    if any(e.get("subagent") for e in results["models"].values()):
+        lines += ["", "Sub-agent agreement (the model summarises a crop from its frames alone; greedy) vs the world's "
+                  "caption:", "", "| model | crops | token F1 | object precision | object recall | object F1 | scene match |",
+                  "|---|---|---|---|---|---|---|"]
     for name, e in results["models"].items():
         s = e.get("subagent")
         if s:
             lines.append(f"| {name} | {s['crops']} | {s['token_f1']:.3f} | {s['object_precision']:.3f} | "
                          f"{s['object_recall']:.3f} | {s['object_f1']:.3f} | {s['scene_match']:.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def plot(results, path: Path) -> bool:
+    """Format and kappa per model, greedy vs T = 0.7 at the fixed K (False when nothing to plot)."""
+    rows = contrast(results)
+    if not rows:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    x = np.arange(len(rows))
+    for ax, (key, title) in zip(axes, (("format", "common format"), ("kappa", "kappa (executed calls / rollout)"))):
+        ax.bar(x - 0.2, [r[f"{key}_greedy"] for r in rows], 0.4, label="greedy")
+        ax.bar(x + 0.2, [r[f"{key}_t07"] for r in rows], 0.4, label="T = 0.7")
+        ax.set_xticks(x, [f"{r['model']} (K={r['k']})" for r in rows])
+        ax.set_title(title)
+        ax.set_ylim(0, max(1.0, *[r[f"{key}_greedy"] for r in rows], *[r[f"{key}_t07"] for r in rows]) * 1.05)
+    axes[0].legend(loc="lower left")
+    fig.suptitle(f"Tool prior of the cold starts ({results['episodes']} validation episodes per bar)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 if __name__ == "__main__":

@@ -123,3 +123,45 @@ def test_subagent_messages_window_argument_is_honoured():
     frames = Frames(np.zeros((2, 56, 56, 3), np.uint8), np.array([11.0, 13.0]))
     assert "10.0-14.0 s" in subagent_messages(frames, None, "q")[0]["content"][-1]["text"]
     assert "9.0-15.0 s" in subagent_messages(frames, (9.0, 15.0), "q")[0]["content"][-1]["text"]
+
+
+def test_the_trainer_sub_agent_is_the_env_subagent(policy):
+    """The GRPO rollout loop batches every crop of a turn through ``Subagent``: each sub-agent
+    conversation it trains on starts with exactly the tokens and pixels ``Subagent(policy)``
+    sends for that crop, and its summary is the one ``Subagent(policy)`` gives on its own."""
+    from trainers import core
+
+    args = core.GRPOArgs(think_prefix=True, dataset_size=200, max_turns=2, frame_budget=4, max_new_tokens=160,
+                         subagent="policy", frame_size=56, crop_max_frames=8)
+    probe = core.make_env(args, "train")
+    needles = [i for i in range(200) if probe.dataset[i].question.family in ("needle", "needle_attribute")][:4]
+    envs = [core.make_env(args, "train", policy) for _ in needles]
+    assert all(isinstance(e.subagent, Subagent) for e in envs)   # plain env.step uses it too
+    sent = {id(e): [] for e in envs}
+    for e in envs:  # record the crops each env ran (the real run_calls, nothing replaced)
+        def run_calls(calls, _e=e, _real=e.run_calls):
+            out = _real(calls)
+            sent[id(_e)] += [c for c in out if c.ok]
+            return out
+        e.run_calls = run_calls
+    rs = core.collect_rollouts(policy, envs, list(range(len(envs))), list(range(len(envs))), temperature=0.0,
+                               top_p=1.0, max_new_tokens=160, sub_max_new_tokens=12, think_prefix=True, gen_seed=0,
+                               reset_options=[{"episode_index": i} for i in needles])
+    ref = Subagent(policy, max_new_tokens=12)
+    checked = 0
+    for r in rs:
+        crops, q = sent[id(r.env)], r.env.episode.question.prompt()
+        assert len(crops) == len(r.sub_convs) == r.info["num_tool_calls"]
+        for crop, conv in zip(crops, r.sub_convs):
+            mine = policy.start(ref.messages(crop.frames, q))
+            n = len(mine.token_ids)
+            assert conv.token_ids[:n] == mine.token_ids and not any(conv.generated_mask[:n])
+            assert all(conv.generated_mask[n:])
+            assert len(conv.pixel_values) == len(mine.pixel_values)
+            for a, b in zip(conv.pixel_values, mine.pixel_values):
+                torch.testing.assert_close(a, b, atol=0, rtol=0)
+            summary = clean_summary(policy.tokenizer.decode(conv.token_ids[n:]))
+            assert summary == ref(crop.frames, q)
+            assert summary in policy.tokenizer.decode(r.conv.token_ids)   # what the main agent read
+            checked += 1
+    assert checked >= 2

@@ -2,7 +2,8 @@
 
     make_env            the env a trainer's arguments describe (reward configuration included)
     collect_rollouts    one episode per env, all envs batched turn by turn; the policy plays the
-                        main agent and, batched, every sub-agent call of a turn (env.begin_turn /
+                        main agent and, as ``agents.lmm.Subagent`` (the env's own sub-agent: one
+                        prompt), every sub-agent call of a turn in one batch (env.begin_turn /
                         env.deliver: the env parses, crops and scores, never this file)
     episode_record,     the plain facts of a finished rollout, and the metrics over many
     episode_stats       (kappa = executed calls, emitted calls, parallel-turn share, formats)
@@ -19,6 +20,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from agents.lmm.subagent import Subagent
+
 
 def derive_seed(*parts: int) -> int:
     """A reproducible 31-bit seed from integers (never Python's salted hash(): PAPER defect 5)."""
@@ -34,33 +37,6 @@ def reward_config(args):
                         penalty_gamma=args.penalty_gamma if bonus else 0.0, tool_reward=args.tool_reward)
 
 
-class LMMSubagent:
-    """The env's callable sub-agent hook f(frames, question) -> str, played by the policy (used
-    by plain env.step; the trainer batches sub-agent calls through begin_turn/deliver instead)."""
-
-    def __init__(self, policy, max_new_tokens: int = 32, temperature: float = 0.0):
-        self.policy, self.max_new_tokens, self.temperature = policy, max_new_tokens, temperature
-
-    def __call__(self, frames, question: str) -> str:
-        window = (float(frames.timestamps[0]), float(frames.timestamps[-1]))
-        conv = self.policy.start(subagent_messages(frames, window, question))
-        [c] = self.policy.generate([conv], temperature=self.temperature, max_new_tokens=self.max_new_tokens,
-                                   prefix="", stop=())
-        return clean_summary(c.text, self.policy)
-
-
-def subagent_messages(frames, window, question):
-    from agents.lmm.corpus import subagent_messages as msgs  # the format the sub-agent skill was pretrained on
-
-    return msgs(frames, window, question)
-
-
-def clean_summary(text: str, policy) -> str:
-    for t in ("<|im_end|>", "<|endoftext|>"):
-        text = text.replace(t, "")
-    return text.strip()
-
-
 def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwargs):
     """`env_kwargs` go to the env as they are (the trainer's `dataset=`, `reward_fns=`)."""
     from paravt_env.env import ParaVTLongVideoEnv
@@ -70,7 +46,7 @@ def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwa
         frame_budget=args.frame_budget, nframes_gating=args.nframes_gating,
         gating_budgets=tuple(int(k) for k in str(args.gating_budgets).split(",") if k.strip()), dispatch=args.dispatch,
         max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
-        subagent=(LMMSubagent(policy, args.subagent_max_new_tokens)
+        subagent=(Subagent(policy, max_new_tokens=args.subagent_max_new_tokens)
                   if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
@@ -124,6 +100,9 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             rollouts.append(r)
     prefix = "<think>\n" if think_prefix else ""
     temp = temperature if temperature > 0 else 0.0
+    # the env's own sub-agent (``gym.make(..., subagent=Subagent(policy))``: same prompt, same
+    # frames), batched: every crop of a turn, all rollouts together, in one generate call
+    sub = Subagent(policy, max_new_tokens=sub_max_new_tokens, batch_size=max(1, len(envs) * max(1, envs[0].max_calls)))
     # A turn ends at </answer>, end of turn, the token budget, or after as many closed calls as the
     # env executes per turn (parallel: max_calls_per_turn; sequential: 1). Never at the first call.
     max_calls = 1 if envs[0].dispatch == "sequential" else envs[0].max_calls
@@ -157,20 +136,16 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
                 if r.env.subagent == "oracle":
                     summaries.update({id(res): text for res, text in zip(results, r.env.summarize(results))})
             if jobs:
-                with timer("env"):
-                    sub_convs = [policy.start(subagent_messages(res.frames, res.window, r.env.episode.question.prompt()))
-                                 for r, res in jobs]
                 with timer("generate_sub"):
-                    sub_comps = policy.generate(sub_convs, temperature=temp, top_p=top_p,
-                                                max_new_tokens=sub_max_new_tokens, prefix="", stop=(),
-                                                seed=derive_seed(gen_seed, turn, 1))
-                for (r, res), sc, sconv in zip(jobs, sub_comps, sub_convs):
-                    sconv.append_completion(sc)
-                    r.sub_convs.append(sconv)
-                    n = sum(sc.generated_mask)
-                    r.gen_tokens += n
-                    r.sub_tokens += n
-                    summaries[id(res)] = clean_summary(sc.text, policy)
+                    subs = sub.run([(res.frames, r.env.episode.question.prompt()) for r, res in jobs],
+                                   temperature=temp, top_p=top_p, seed=derive_seed(gen_seed, turn, 1))
+                for (r, res), s in zip(jobs, subs):
+                    summaries[id(res)] = s.summary
+                    if s.conversation is not None:  # None: a crop without frames ("No frames.")
+                        r.sub_convs.append(s.conversation)
+                        n = sum(s.completion.generated_mask)
+                        r.gen_tokens += n
+                        r.sub_tokens += n
             with timer("env"):
                 for r, results in pending:
                     r.env.deliver(results, [summaries.get(id(res), "") for res in results])

@@ -72,7 +72,8 @@ def rollouts(policy: TransformersPolicy, wc: WorldConfig, *, episodes: int = 48,
 def _record(info, texts, reward, truncated, finish) -> dict:
     full = "".join(texts)
     return dict(family=info["family"], frame_budget=info["frame_budget"], reward=float(reward),
-                format=float(info.get("format_reward", 0.0)), correct=bool(info.get("correct", False)),
+                format=float(info.get("format_reward", 0.0)),
+                format_common=float(info.get("format_reward_common", 0.0)), correct=bool(info.get("correct", False)),
                 accuracy=float(info["reward_components"]["accuracy"]), tool_calls=int(info["num_tool_calls"]),
                 turns=int(info["turn"]), truncated=bool(truncated), finish=finish,
                 answer_tag="<answer>" in full, answer_colon=bool(_ANSWER_COLON.search(full)),
@@ -84,7 +85,7 @@ def summarize(records: list[dict]) -> dict:
     if not records:
         return {}
     m = lambda key: float(np.mean([r[key] for r in records]))  # noqa: E731
-    out = dict(n=len(records), format=m("format"), tool_calls=m("tool_calls"),
+    out = dict(n=len(records), format=m("format"), format_common=m("format_common"), tool_calls=m("tool_calls"),
                tool_rate=float(np.mean([r["tool_calls"] > 0 for r in records])), accuracy=m("accuracy"),
                correct=m("correct"), answer_tag=m("answer_tag"), answer_colon=m("answer_colon"),
                tool_code=m("tool_code"), tool_call_json=m("tool_call_json"), think_closed=m("think_closed"),

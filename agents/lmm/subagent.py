@@ -11,7 +11,9 @@ callable for the environment:
     policy = TransformersPolicy(default_checkpoint("strong"))
     env = gym.make("ParaVT-LongVideo-v0", subagent=Subagent(policy), frame_size=(56, 56), crop_max_frames=8)
 
-and, batched, for trainers (``Subagent.run`` returns the conversations to train on).
+and, batched, for trainers: ``Subagent.run`` summarises many crops in one ``generate`` call per
+``batch_size`` and returns the conversations to train on (``trainers/rollouts.py`` sends every
+sub-agent call of a rollout turn through it).
 
 One prompt everywhere: :func:`subagent_messages` is what the SFT corpus trains the caption skill
 on (``agents.lmm.corpus``), what ``benchmarks/perception.py`` measures and what the trainer sends.
@@ -138,11 +140,17 @@ class Subagent:
         crop = _Crop(fit_frames(np.asarray(frames.images), self.frame_size), np.asarray(frames.timestamps))
         return subagent_messages(crop, None, str(question))
 
-    def run(self, crops: Sequence[tuple[Any, str]], *, temperature: float | None = None,
-            seed: int | None = None) -> list[SubagentResult]:
-        """Summaries of many crops, generated in batches: ``crops`` = [(frames, question), ...].
-        Each result carries the sub-agent's conversation (completion appended) for training."""
+    def run(self, crops: Sequence[tuple[Any, str]], *, temperature: float | None = None, top_p: float | None = None,
+            max_new_tokens: int | None = None, seed: int | None = None) -> list[SubagentResult]:
+        """Summaries of many crops, generated ``batch_size`` at a time: ``crops`` = [(frames,
+        question), ...]. Each result carries the sub-agent's conversation (completion appended)
+        and its completion, for training. Keyword arguments override the constructor's settings
+        for this call (a trainer samples sub-agents at its rollout temperature)."""
         temp = self.temperature if temperature is None else float(temperature)
+        top_p = self.top_p if top_p is None else float(top_p)
+        max_new = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        if temp < 0 or max_new < 1:
+            raise ValueError(f"temperature must be >= 0 and max_new_tokens >= 1, got {temp}, {max_new}")
         results: list[SubagentResult | None] = [None] * len(crops)
         todo = []
         for i, (frames, question) in enumerate(crops):
@@ -155,7 +163,7 @@ class Subagent:
         for lo in range(0, len(todo), self.batch_size):
             chunk = todo[lo:lo + self.batch_size]
             convs = [self.policy.start(m) for _, m in chunk]
-            comps = self.policy.generate(convs, temperature=temp, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
+            comps = self.policy.generate(convs, temperature=temp, top_p=top_p, max_new_tokens=max_new,
                                          prefix="", stop=(), seed=seed + lo)
             for (i, _), conv, comp in zip(chunk, convs, comps):
                 conv.append_completion(comp)
