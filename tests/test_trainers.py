@@ -431,3 +431,17 @@ def test_sweep_maps_each_prior_to_its_model_and_refuses_a_global_model():
     with pytest.raises(SystemExit):
         sweep.main(["--rows", "grpo", "--model", "/ckpt/strong", "--report-only"])
 
+
+
+def test_sweep_correlation_claim_needs_significance():
+    from trainers import sweep
+
+    def results(points):
+        return {"row": {"per_seed": {str(i): {"f_tau": f, "eval_accuracy": a} for i, (f, a) in enumerate(points)}}}
+
+    few = [(0.94, 0.17), (0.96, 0.17), (0.98, 0.29), (0.79, 0.08), (0.73, 0.08)]  # r = 0.83 over 5 runs
+    assert sweep.format_accuracy_correlation(results(few))["verdict"] == "partly"
+    many = [(0.1 * i, 0.1 * i + 0.02 * (-1) ** i) for i in range(12)]
+    assert sweep.format_accuracy_correlation(results(many))["verdict"] == "yes"
+    flat = [(0.1 * i, 0.3 + 0.05 * (-1) ** i) for i in range(12)]
+    assert sweep.format_accuracy_correlation(results(flat))["verdict"] == "no"

@@ -352,10 +352,15 @@ def format_accuracy_correlation(results: dict) -> dict:
     sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
     if sxx == 0 or syy == 0:
         return {"verdict": "not run", "evidence": "f_tau or eval accuracy does not vary across runs"}
-    r = sxy / math.sqrt(sxx * syy)
-    verdict = "yes" if r >= 0.5 else ("partly" if r > 0.2 else "no")
+    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+    n = len(pairs)
+    # "yes" needs r > 0 to be significant (two-sided 5%: t = r sqrt((n-2)/(1-r^2)) beyond the t quantile)
+    t = r * math.sqrt((n - 2) / max(1e-12, 1 - r * r))
+    significant = t > t95(n - 2)
+    verdict = "yes" if r >= 0.5 and significant else ("partly" if r > 0.2 else "no")
     return {"verdict": verdict, "evidence": f"Pearson r = {r:.2f} between f_tau and eval accuracy with the sub-agent "
-                                            f"over {len(pairs)} runs (paper: 0.86)"}
+                                            f"over {n} runs, t = {t:.2f} vs {t95(n - 2):.2f} needed at 5% "
+                                            f"(paper: 0.86)"}
 
 
 def claims(results: dict) -> list[tuple[str, dict]]:
