@@ -337,6 +337,7 @@ def test_sweep_runs_rows_resumes_and_reports(tiny_dir, tmp_path):
     flags = tiny_argv(tiny_dir, tmp_path)
     i = flags.index("--runs-dir")
     del flags[i:i + 2]
+    flags[flags.index("--model")] = "--strong-model"  # the sweep's own flag for the model of the strong rows
     argv = ["--rows", "cold_start,grpo", "--seeds", "1,2", "--jobs", "2", "--out", str(out), "--no-progress", *flags]
     results = sweep.main(argv)
     assert set(results) == {"cold_start", "grpo"} and results["grpo"]["seeds"] == [1, 2]
