@@ -149,16 +149,6 @@ def _worker(rank, world, init_file, tiny_dir, out):
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from agents.lmm import build_tiny_model, build_tokenizer, save_checkpoint
-
-    tok = build_tokenizer()
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    save_checkpoint(str(path), build_tiny_model(tok, seed=0), tok)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def spawned(tiny_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp")
     torch.multiprocessing.spawn(_worker, args=(WORLD, str(out / "init"), tiny_dir, str(out)), nprocs=WORLD,
