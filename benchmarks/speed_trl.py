@@ -64,7 +64,7 @@ from trainers import core  # noqa: E402
 def ours(args, steps: int, runs_dir: str, name: str) -> list[dict]:
     run_args = dataclasses.replace(args, total_steps=steps, runs_dir=runs_dir, run_name=name, eval_every=0,
                                    checkpoint_every=0, progress=False)
-    hist = core.train(run_args)
+    hist = core.train(run_args).history
     n = args.prompts_per_step * args.group_size
     rows = []
     for h in hist:

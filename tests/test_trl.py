@@ -128,3 +128,18 @@ def test_two_grpo_trainer_steps_train_on_our_reward(args, tmp_path):
     [c] = policy.generate([policy.start(info["messages"])], temperature=0.0, max_new_tokens=8)
     assert isinstance(c.text, str) and np.isfinite(c.logprobs).all()
     env.close()
+
+
+def test_speed_benchmark_runs_both_trainers(tmp_path):
+    """benchmarks/speed_trl.py end to end at a tiny size: both trainers run and the ratio is measured."""
+    import math
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import speed_trl
+
+    res = speed_trl.main(["--steps", "2", "--rounds", "1", "--out", str(tmp_path), "--",
+                          "--prompts-per-step", "1", "--group-size", "2", "--max-new-tokens", "8"])
+    assert len(res["ours"]["steps"]) == 2 and len(res["trl"]["steps"]) == 2
+    assert math.isfinite(res["ratio_mean"]) and res["ratio_mean"] > 0
+    assert (tmp_path / "speed_trl.md").read_text().count("|") > 10
