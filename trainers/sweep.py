@@ -89,7 +89,8 @@ ROWS: dict[str, Row] = {
     "full_oracle": Row("para_grpo", ("--subagent", "oracle"), about="full, oracle sub-agent (control)"),
 }
 
-# The paper's ablation (Qwen3-VL-8B; f_tau, kappa, VideoMME accuracy in % without and with the sub-agent).
+# The paper's ablation (Qwen3-VL-8B; f_tau, kappa, and its VideoMME accuracy columns in %, "w/o sub" and
+# "w/ sub", which in VideoMME usually means subtitles; we set our accuracy without / with the sub-agent beside them).
 # Its sequential row reports only the accuracies of the same checkpoint under sequential dispatch.
 PAPER_ABLATION: dict[str, dict[str, float]] = {
     "cold_start": {"f_tau": 0.13, "kappa": 2.50, "acc_no_sub": 60.7, "acc_sub": 69.0},
