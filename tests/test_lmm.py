@@ -88,6 +88,56 @@ def test_forced_prefix_and_finish_reasons(policy):
     assert [c.token_ids for c in comps] == [c.token_ids for c in again]
 
 
+def test_static_kv_cache_samples_the_same_tokens_and_logprobs(tok, policy):
+    """generation_cache="static" (compiled decoding on GPUs) changes the cache only: same seed, same
+    tokens, log-probs equal within float tolerance, stop strings and left padding included."""
+    static = TransformersPolicy(policy.model, tok, policy.image_processor, generation_cache="static")
+    msgs = episode_messages()
+    convs = [policy.start(msgs[:2]) for _ in range(3)] + [policy.start([msgs[0], {"role": "user", "content": "short"}])]
+    caches = []
+    real_generate = policy.model.generate
+
+    def spy(*args, generation_config, **kw):  # calls through: records which cache each sampler asked for
+        caches.append(generation_config.cache_implementation)
+        return real_generate(*args, generation_config=generation_config, **kw)
+
+    policy.model.generate = spy
+    try:
+        for temperature in (0.0, 0.7):
+            a = policy.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
+            b = static.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
+    finally:
+        del policy.model.generate
+    assert caches == [None, "static", None, "static"]
+    for temperature in (0.0, 0.7):
+        a = policy.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
+        b = static.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        assert [c.finish_reason for c in a] == [c.finish_reason for c in b]
+        for x, y in zip(a, b):
+            torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="generation_cache"):
+        TransformersPolicy(policy.model, tok, policy.image_processor, generation_cache="paged")
+
+
+def test_generation_scale_benchmark_runs_on_the_tiny_shape(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "speed_generation_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "speed_generation_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    res = bench.main(["--tiny", "--out", str(tmp_path / "gen")])
+    rows = res["shapes"]["tiny"]
+    assert set(rows) == {"dynamic", "static"}
+    for r in rows.values():
+        assert r["tokens_per_second"] > 0 and r["logprob_abs_diff_max"] < 1e-4  # fp32 on CPU: recorder == forward
+    assert json.loads((tmp_path / "gen.json").read_text())["shapes"]["tiny"]["static"]["seconds"] > 0
+    assert "| tiny | static |" in (tmp_path / "gen.md").read_text()
+
+
 def test_greedy_generation(policy):
     conv = policy.start(episode_messages()[:2])
     a, b = policy.generate([conv, conv.copy()], temperature=0.0, max_new_tokens=8)

@@ -91,9 +91,11 @@ class GRPOArgs:
     gradient_checkpointing: bool = arg(False, "recompute the language model's activations in the backward pass "
                                               "(less memory, more time; same gradients)")
     torch_threads: int = arg(1, "CPU threads for torch per process (1 is fastest for the tiny model's small ops)")
-    rollout_backend: str = arg("hf", "who samples the rollouts: hf (Hugging Face generate on the trained model) or "
+    rollout_backend: str = arg("hf", "who samples the rollouts: hf (Hugging Face generate on the trained model), "
+                                     "hf-static (the same with a static KV cache: compiled decoding with CUDA graphs "
+                                     "on a GPU; see benchmarks/speed_generation_scale.py) or "
                                      "vllm (a vLLM engine in the same process, weights synced after every update; "
-                                     "single process only; see agents/lmm/vllm_policy.py)", ("hf", "vllm"))
+                                     "single process only; see agents/lmm/vllm_policy.py)", ("hf", "hf-static", "vllm"))
     fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
                             "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
                             "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
@@ -401,10 +403,10 @@ def resolve_model(args) -> str:
     return str(default_checkpoint(prior=args.prior))
 
 
-def load_policy(path: str, device: torch.device):
+def load_policy(path: str, device: torch.device, generation_cache: str = "dynamic"):
     from agents.lmm.policy import TransformersPolicy
 
-    policy = TransformersPolicy(path, device=device)
+    policy = TransformersPolicy(path, device=device, generation_cache=generation_cache)
     tok = policy.tokenizer
     suppress_tokens(policy.model, [tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
     return policy
@@ -800,7 +802,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     model_path = resolve_model(args)
     if dist.world > 1 and dist.main:
         torch.distributed.barrier()
-    policy = load_policy(model_path, device)
+    policy = load_policy(model_path, device, "static" if args.rollout_backend == "hf-static" else "dynamic")
     model = policy.model
     ref_model = None
     if args.kl_coef != 0:

@@ -179,11 +179,18 @@ class TransformersPolicy:
     fast=True (default) patches a Qwen2.5-VL model with agents.lmm.fast_qwen.enable_fast_path (same
     numbers, batch-friendly) and builds pixel values in torch (pixel_values_from_frames, equal to the
     processor's); fast=False runs the stock Hugging Face code throughout (and unpatches the model).
+    generation_cache="static" samples with a preallocated KV cache, which lets `generate` compile the
+    decoding forward on a GPU (torch.compile "reduce-overhead": CUDA graphs); the same tokens and
+    log-probs, much faster for real-size models when batch and lengths repeat (each new shape
+    compiles again). benchmarks/speed_generation_scale.py measures it.
     """
 
     def __init__(self, model_dir_or_model, tokenizer=None, image_processor=None, *,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None, require_tags: bool = True,
-                 fast: bool = True):
+                 fast: bool = True, generation_cache: str = "dynamic"):
+        if generation_cache not in ("dynamic", "static"):
+            raise ValueError(f"generation_cache must be 'dynamic' or 'static', not {generation_cache!r}")
+        self.generation_cache = generation_cache
         if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
             from agents.lmm.tiny_qwen import load_checkpoint
             model, tok, proc = load_checkpoint(str(model_dir_or_model), device=device, dtype=dtype)
@@ -369,7 +376,8 @@ class TransformersPolicy:
             do_sample=bool(temperature and temperature > 0), temperature=t if temperature else None,
             top_p=top_p if temperature else None, top_k=0 if temperature else None,
             max_new_tokens=max_new, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-            use_cache=True, return_dict_in_generate=True)
+            use_cache=True, return_dict_in_generate=True,
+            **({"cache_implementation": "static"} if self.generation_cache == "static" else {}))
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             if seed is not None:

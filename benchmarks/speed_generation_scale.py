@@ -1,0 +1,171 @@
+"""Rollout generation of real-size language models on one GPU: stock `generate` vs static KV cache + compiled decoding.
+
+    # one H200, the Qwen2.5-VL-3B and -7B language-model shapes, random bf16 weights:
+    python benchmarks/speed_generation_scale.py --shapes 3b,7b --out benchmarks/results/gpu/speed_generation_scale
+    # CPU smoke run (the tiny shape, no compilation):
+    python benchmarks/speed_generation_scale.py --tiny --out runs/benchmarks/speed_generation_scale_tiny
+
+Both samplers are Hugging Face `generate` as the trainers call it (TransformersPolicy.generate): sampling
+at T = 0.7, no top-k/top-p cut, with the trainers' behaviour log-prob recorder as a logits processor
+(agents.lmm.policy._RecordLogprobs: log_softmax(logits / T) of each sampled token). They differ in
+the KV cache only:
+  dynamic   the default growing cache, eager forward: the baseline of the issue (~2k tok/s at 3B);
+  static    `cache_implementation="static"`: a preallocated cache, so `generate` compiles the decode
+            forward with torch.compile mode "reduce-overhead" (CUDA graphs); the first call pays the
+            compilation and is left out of the timing. TransformersPolicy(generation_cache="static")
+            and the trainers' --generation-cache static select the same.
+Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
+
+Log-probs: for the timed batch, the recorded behaviour log-probs are compared with a training
+forward pass over the finished sequences (the trainers' _tail_logprobs computation: one forward,
+log_softmax(logits / T) at each generated position): mean and max absolute difference over all
+generated tokens, for both samplers, so the static path's numbers sit beside the stock path's.
+
+Writes <--out>.json and <--out>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.lmm.policy import _RecordLogprobs  # noqa: E402
+from benchmarks.scale_fsdp import SHAPES  # noqa: E402
+
+
+def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = dict(SHAPES[shape])
+    theta = cfg.pop("rope_theta")
+    config = Qwen2Config(**cfg, rope_parameters={"rope_type": "default", "rope_theta": theta})
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(dtype)
+    model.eval().requires_grad_(False)
+    model.generation_config.pad_token_id = 0
+    return model
+
+
+def sample(model, prompts, args, cache: str, seed: int):
+    from transformers import CompileConfig, GenerationConfig
+
+    recorder = _RecordLogprobs(args.temperature) if args.recorder else None
+    extra = {}
+    if cache == "static":
+        extra = dict(cache_implementation="static", compile_config=CompileConfig(fullgraph=True))
+        if args.tiny:  # CPU smoke run: the cache only (no inductor build)
+            extra = dict(cache_implementation="static", disable_compile=True)
+    cfg = GenerationConfig(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0,
+                           max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, eos_token_id=None,
+                           pad_token_id=0, use_cache=True, return_dict_in_generate=True, **extra)
+    torch.manual_seed(seed)
+    out = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=cfg,
+                         logits_processor=[recorder] if recorder else [])
+    seqs = out.sequences
+    return seqs, recorder.finish(seqs[:, -1]) if recorder else None
+
+
+@torch.no_grad()
+def training_logprobs(model, seqs, n_new: int, temperature: float, micro: int = 8):
+    """log pi(token | prefix) of the last n_new tokens, by full forward passes (as in training)."""
+    out = []
+    for i in range(0, len(seqs), micro):
+        logits = model(input_ids=seqs[i:i + micro], use_cache=False, logits_to_keep=n_new + 1).logits[:, :-1].float()
+        out.append(torch.log_softmax(logits / temperature, -1).gather(-1, seqs[i:i + micro, -n_new:, None]).squeeze(-1))
+    return torch.cat(out)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="3b,7b", help="comma list of scale_fsdp.SHAPES")
+    p.add_argument("--caches", default="dynamic,static")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--prompt-tokens", type=int, default=512)
+    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--repeats", type=int, default=2, help="timed calls per sampler after one warm-up call")
+    p.add_argument("--recorder", action=argparse.BooleanOptionalAction, default=True,
+                   help="record behaviour log-probs as the trainers do (--no-recorder: plain sampling, no log-prob check)")
+    p.add_argument("--tiny", action="store_true", help="CPU smoke run: tiny shape, small sizes, fp32")
+    p.add_argument("--out", default="runs/benchmarks/speed_generation_scale")
+    a = p.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() and not a.tiny else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if a.tiny:
+        a.shapes, a.batch, a.prompt_tokens, a.new_tokens, a.repeats = "tiny", 4, 16, 8, 1
+    res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
+           "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,
+           "dtype": str(dtype).replace("torch.", ""), "recorder": a.recorder, "torch": torch.__version__, "command": " ".join(sys.argv),
+           "shapes": {}}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for shape in a.shapes.split(","):
+        model = build(shape, device, dtype)
+        gen = torch.Generator().manual_seed(0)
+        prompts = torch.randint(1, model.config.vocab_size, (a.batch, a.prompt_tokens), generator=gen).to(device)
+        rows = {}
+        for cache in a.caches.split(","):
+            sync(device)
+            t0 = time.perf_counter()
+            sample(model, prompts, a, cache, seed=0)  # warm-up (compilation for the static cache)
+            sync(device)
+            first = time.perf_counter() - t0
+            times = []
+            for r in range(a.repeats):
+                sync(device)
+                t0 = time.perf_counter()
+                seqs, lps = sample(model, prompts, a, cache, seed=1 + r)
+                sync(device)
+                times.append(time.perf_counter() - t0)
+            ref = training_logprobs(model, seqs, a.new_tokens, a.temperature) if lps is not None else None
+            diff = (lps.to(ref.device) - ref).abs() if lps is not None else torch.full((1,), float("nan"))
+            best = min(times)
+            rows[cache] = {"seconds": best, "all_seconds": times, "first_call_seconds": first,
+                           "tokens_per_second": a.batch * a.new_tokens / best,
+                           "logprob_abs_diff_mean": float(diff.mean()), "logprob_abs_diff_max": float(diff.max()),
+                           "peak_memory_gb": (torch.cuda.max_memory_allocated(device) / 2**30
+                                              if device.type == "cuda" else None)}
+            print(shape, cache, rows[cache], flush=True)
+        if "dynamic" in rows:
+            for r in rows.values():
+                r["speedup_vs_dynamic"] = rows["dynamic"]["seconds"] / r["seconds"]
+        res["shapes"][shape] = rows
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+        out.with_suffix(".md").write_text(table(res))
+    print(table(res))
+    return res
+
+
+def table(res: dict) -> str:
+    lines = [f"Rollout generation on one {res['device']}: batch {res['batch']} x ({res['prompt_tokens']} prompt + "
+             f"{res['new_tokens']} new tokens), T = {res['temperature']}, {res['dtype']}, random weights, "
+             + ("with the trainers' log-prob recorder" if res.get("recorder", True) else "plain sampling (no recorder)")
+             + "; best of the timed calls after a warm-up call (compilation).", "",
+             "| shape | KV cache | seconds | generated tok/s | speed-up | first call s | log-prob diff vs training "
+             "forward (mean / max) |", "|---|---|---|---|---|---|---|"]
+    for shape, rows in res["shapes"].items():
+        for cache, r in rows.items():
+            lines.append(f"| {shape} | {cache} | {r['seconds']:.2f} | {r['tokens_per_second']:,.0f} | "
+                         f"{r.get('speedup_vs_dynamic', 1.0):.2f}x | {r['first_call_seconds']:.1f} | "
+                         f"{r['logprob_abs_diff_mean']:.2e} / {r['logprob_abs_diff_max']:.2e} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
