@@ -552,3 +552,40 @@ def test_score_never_raises_tag_vocabulary(parts, qtype, gt, config):
 def test_accuracy_never_raises(pred, gt, qtype, options, config):
     a = accuracy_reward(pred, gt, qtype, options, config)
     assert 0.0 <= a <= 1.0 and math.isfinite(a)
+
+
+def test_release_defects_benchmark_scores_real_rollouts_three_ways(tmp_path):
+    """benchmarks/release_defects.py on real rollouts of the shipped cold start: the released reading
+    (generated tokens only) never contains the forced prefix or a tool response, "ours" is the env's
+    reward, and the advantages and term rates are computed from those scores."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "release_defects", Path(__file__).resolve().parents[1] / "benchmarks" / "release_defects.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    res = bench.main(["--prompts", "2", "--out", str(tmp_path / "rd"), "--", "--group-size", "4"])
+    ours, released = res["scorers"]["ours"], res["scorers"]["released"]
+    assert res["settings"]["rollouts"] == 8
+    assert ours["rollouts_scored_unlike_ours"] == 0
+    assert ours["pairs_ordered_unlike_ours"] == 0 or math.isnan(ours["pairs_ordered_unlike_ours"])
+    # the forced "<think>\n" is not model text: the released reading never scores a think block opened by it
+    assert released["term_fires"]["format/anchor_think_closed"] == 0.0 < ours["term_fires"]["format/anchor_think_closed"]
+    assert released["term_fires"]["tool/executed"] == 0.0  # tool responses are masked out of its text
+    assert released["reward_mean"] < ours["reward_mean"]
+    assert sum(line.startswith("| released |") for line in (tmp_path / "rd.md").read_text().splitlines()) == 1
+
+
+def test_generated_text_keeps_only_model_tokens():
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location(
+        "release_defects", Path(__file__).resolve().parents[1] / "benchmarks" / "release_defects.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=False: "".join(chr(96 + i) for i in ids))
+    conv = SimpleNamespace(token_ids=[1, 2, 3, 4, 5, 6, 7], generated_mask=[False, True, True, False, False, True, False])
+    assert bench.generated_text(SimpleNamespace(tokenizer=tok), conv) == "bcf"

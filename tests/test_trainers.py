@@ -446,3 +446,22 @@ def test_sweep_correlation_claim_needs_significance():
     assert sweep.format_accuracy_correlation(results(many))["verdict"] == "yes"
     flat = [(0.1 * i, 0.3 + 0.05 * (-1) ** i) for i in range(12)]
     assert sweep.format_accuracy_correlation(results(flat))["verdict"] == "no"
+
+
+def test_sweep_row_comparison_counts_noise():
+    from trainers import sweep
+
+    def row(mean, std, n=3):
+        return {"m": {"mean": mean, "std": std, "n": n}}
+
+    # standard error of the difference: sqrt(2 * 0.1^2 / 3) = 0.082
+    def verdict(a, b, n=3):
+        return sweep.compare({"a": row(a, 0.1 if n > 1 else 0.0, n), "b": row(b, 0.1 if n > 1 else 0.0, n)},
+                             "a", "b", "m")["verdict"]
+
+    assert verdict(0.50, 0.49) == "no"       # a hair above: within one standard error
+    assert verdict(0.62, 0.50) == "partly"   # 1.5 standard errors
+    assert verdict(0.80, 0.50) == "yes"      # 3.7 standard errors
+    assert verdict(0.40, 0.50) == "no"       # the other way
+    assert verdict(0.51, 0.50, n=1) == "partly"  # one seed per row: no error to compare with
+    assert sweep.compare({"a": row(0.5, 0.1)}, "a", "b", "m")["verdict"] == "not run"
