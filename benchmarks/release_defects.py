@@ -28,17 +28,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 import os
 import sys
 import time
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from benchmarks.report import write_report  # noqa: E402
 from paravt_env.rewards import score  # noqa: E402
 from trainers import core, para_grpo  # noqa: E402
 
@@ -168,12 +167,7 @@ def main(argv=None):
            "scorers": summarize(scored, a.prompts, g)}
     for e in envs:
         e.close()
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    md = markdown(res)
-    out.with_suffix(".md").write_text(md)
-    print(md)
+    write_report(a.out, res, markdown(res))
     return res
 
 

@@ -27,7 +27,6 @@ Writes <--out>.json and <--out>.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.policy import _RecordLogprobs  # noqa: E402
+from benchmarks.report import write_report  # noqa: E402
 from benchmarks.scale_fsdp import SHAPES  # noqa: E402
 
 
@@ -111,7 +111,6 @@ def main(argv=None):
            "dtype": str(dtype).replace("torch.", ""), "recorder": a.recorder, "torch": torch.__version__, "command": " ".join(sys.argv),
            "shapes": {}}
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     for shape in a.shapes.split(","):
         model = build(shape, device, dtype)
         gen = torch.Generator().manual_seed(0)
@@ -146,8 +145,7 @@ def main(argv=None):
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-        out.with_suffix(".md").write_text(table(res))
+        write_report(out, res, table(res), echo=False)  # after every shape: a later failure keeps what ran
     print(table(res))
     return res
 

@@ -22,19 +22,18 @@ Writes <--out>.json and <--out>.md (default: runs/benchmarks/speed_grpo.*).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from benchmarks.report import write_report  # noqa: E402
 from trainers import core, para_grpo  # noqa: E402
 
 PARTS = ("generate_main", "generate_sub", "env", "backward")
@@ -136,12 +135,7 @@ def main(argv=None):
                                                       "max_turns", "max_calls_per_turn")},
            "grpo": grpo_steps(model, a.device, a.steps, list(a.extra)),
            "dispatch": dispatch_compare(model, a.device, a.episodes, base)}
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=2))
-    md = markdown(res)
-    out.with_suffix(".md").write_text(md)
-    print(md)
+    write_report(a.out, res, markdown(res))
     return res
 
 

@@ -451,3 +451,28 @@ def test_both_priors_one_corpus_worker_processes(tmp_path):
         info = json.loads((tmp_path / "out" / prior / "sft_args.json").read_text())
         assert info["args"]["tool_prior"] == prior and (tmp_path / "out" / prior / "cold_start" / "config.json").is_file()
     assert len(list(sft.resolve_corpus_dir(args).rglob("chunk_*.npz"))) >= 8
+
+
+def test_init_from_continues_a_checkpoint_and_refuses_another_tokenizer(tmp_path, shared_corpus):
+    """``--init-from``: a build can start from earlier weights (so GPU builds accumulate over several
+    calls); a checkpoint with another tokenizer is refused by name."""
+    sft = _sft()
+    common = ["--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus, "--stage1-steps", "1",
+              "--stage2-steps", "1", *TINY, "--eval-frames", "0", "--eval-crops", "0"]
+    first = sft.main(sft.parse_args(["--out", str(tmp_path / "strong"), *common]))
+    trained, tok, _ = load_checkpoint(str(first))
+    args = sft.parse_args(["--out", str(tmp_path / "next"), "--init-from", str(tmp_path / "{prior}" / "cold_start"),
+                           *common])
+    start = sft.build_base(args, tok)
+    for name, value in trained.state_dict().items():
+        torch.testing.assert_close(start.state_dict()[name], value, rtol=0, atol=0)
+    random_start = sft.build_base(sft.parse_args(common), tok)
+    assert not torch.equal(random_start.lm_head.weight, start.lm_head.weight)
+    assert sft.main(args).name == "cold_start"   # the whole build runs from there
+    assert json.loads((tmp_path / "next" / "sft_args.json").read_text())["args"]["init_from"].endswith("cold_start")
+    other_tok = build_tokenizer(["another corpus altogether"], vocab_size=300)
+    save_checkpoint(str(tmp_path / "other"), build_tiny_model(other_tok, seed=0), other_tok)
+    with pytest.raises(SystemExit, match="tokenizer differs"):
+        sft.build_base(sft.parse_args(["--init-from", str(tmp_path / "other"), *common]), tok)
+    with pytest.raises(SystemExit, match="not a checkpoint folder"):
+        sft.build_base(sft.parse_args(["--init-from", str(tmp_path / "missing"), *common]), tok)

@@ -57,9 +57,15 @@ there are several: strong on cuda:0, weak on cuda:1; on one H200 the two share i
     Settings that failed on the same GPU: bf16 autocast + lr 2e-3 + batch 1024 learned no objects
     (frame F1 0.000 at the end); bf16 + lr 1e-3 + batch 256 went NaN at step ~700 (non-finite
     steps are now skipped and counted, but fp32 avoids them).
-    Next GPU session: ``python trainers/sft.py --preset gpu --tool-prior both --time-budget-s
-    1800`` (or more) should push frame F1 further; stage 2 costs frame F1 (~0.2 here), so watch
-    ``stage2/eval/frame_object_f1`` when changing ``--stage2-steps``/``--stage2-lr``.
+    Next GPU session: frame F1 was still rising steeply at the end of stage 1, so continue from the
+    shipped weights rather than start again (``--init-from``; each call of at most 10 minutes then
+    adds ~5,000 stage-1 steps to the last):
+
+        python trainers/sft.py --preset gpu --tool-prior both --init-from shipped \
+            --perception-warmup 0.2 --out checkpoints/v5           # then --init-from checkpoints/v5/{prior}/cold_start
+
+    Stage 2 costs frame F1 (~0.2 here), so watch ``stage2/eval/frame_object_f1`` when changing
+    ``--stage2-steps``/``--stage2-lr``.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
@@ -135,6 +141,11 @@ class Args:
                                                         "--time-budget-s; --tool-prior both passes it to its builds"})
     stage2_share: float = field(default=0.12, metadata={"help": "share of the time left after the corpus kept for "
                                                         "stage 2 (with --time-budget-s)"})
+    init_from: str = field(default="", metadata={"help": "start from these weights instead of a random init: a "
+                                                "checkpoint folder ({prior} in the path is replaced by the tool "
+                                                "prior), or 'shipped' for the shipped cold start of the prior; its "
+                                                "tokenizer must be this corpus's. Builds on one GPU call across "
+                                                "several (see the module docstring)"})
     checkpoint_every_s: float = field(default=90.0, metadata={"help": "save the resumable run state every N seconds"})
     # world
     world_seed: int = field(default=0, metadata={"help": "synthetic world seed (train split for corpora)"})
@@ -666,8 +677,35 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
 
 
 def build_base(args: Args, tokenizer):
-    """Random-init tiny model around ``tokenizer`` on ``args.device``."""
-    return build_tiny_model(tokenizer, seed=args.seed).to(args.device)
+    """The tiny model around ``tokenizer`` on ``args.device``: random init, or ``--init-from``'s weights."""
+    model = build_tiny_model(tokenizer, seed=args.seed)
+    if args.init_from:
+        from agents.lmm.tiny_qwen import load_checkpoint
+
+        path = init_path(args)
+        if not (path / "config.json").is_file():
+            raise SystemExit(f"--init-from {args.init_from}: {path} is not a checkpoint folder (no config.json)")
+        init, init_tok, _ = load_checkpoint(str(path))
+        if init_tok.get_vocab() != tokenizer.get_vocab():
+            raise SystemExit(f"--init-from {path}: its tokenizer differs from this corpus's (another --vocab-size "
+                             f"or corpus); continue from a checkpoint built with the same data settings")
+        try:
+            model.load_state_dict(init.state_dict())
+        except RuntimeError as exc:
+            raise SystemExit(f"--init-from {path}: weights do not fit the tiny model "
+                             f"({str(exc).splitlines()[0][:200]})") from None
+    return model.to(args.device)
+
+
+def init_path(args: Args) -> Path:
+    if args.init_from == "shipped":
+        from agents.lmm.default import shipped_checkpoint
+
+        path = shipped_checkpoint(args.tool_prior)
+        if path is None:
+            raise SystemExit(f"--init-from shipped: no shipped {args.tool_prior} cold start in this checkout")
+        return Path(path)
+    return Path(args.init_from.replace("{prior}", args.tool_prior))
 
 
 def state_key(args: Args) -> str:
