@@ -9,11 +9,14 @@ Both samplers are Hugging Face `generate` as the trainers call it (TransformersP
 at T = 0.7, no top-k/top-p cut, with the trainers' behaviour log-prob recorder as a logits processor
 (agents.lmm.policy._RecordLogprobs: log_softmax(logits / T) of each sampled token). They differ in
 the KV cache only:
-  dynamic   the default growing cache, eager forward: the baseline of the issue (~2k tok/s at 3B);
-  static    `cache_implementation="static"`: a preallocated cache, so `generate` compiles the decode
-            forward with torch.compile mode "reduce-overhead" (CUDA graphs); the first call pays the
-            compilation and is left out of the timing. TransformersPolicy(generation_cache="static")
-            and the trainers' --generation-cache static select the same.
+  dynamic          the default growing cache, eager forward: the baseline (~2k tok/s at 3B);
+  static-per-call  `cache_implementation="static"`: a preallocated cache, so `generate` compiles the
+                   decode forward with torch.compile mode "reduce-overhead" (CUDA graphs); transformers
+                   builds a new cache in every call, so its tensors move between calls;
+  static           the same with one StaticCache kept and reset across calls (what
+                   TransformersPolicy(generation_cache="static") and --rollout-backend hf-static do),
+                   so a recorded graph finds its cache at the same addresses.
+The first call of each pays the compilation and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 
 Log-probs: for the timed batch, the recorded behaviour log-probs are compared with a training
@@ -54,21 +57,30 @@ def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
     return model
 
 
-def sample(model, prompts, args, cache: str, seed: int):
-    from transformers import CompileConfig, GenerationConfig
+def sample(model, prompts, args, cache: str, seed: int, kept: dict):
+    from transformers import CompileConfig, GenerationConfig, StaticCache
 
     recorder = _RecordLogprobs(args.temperature) if args.recorder else None
-    extra = {}
-    if cache == "static":
-        extra = dict(cache_implementation="static", compile_config=CompileConfig(fullgraph=True))
+    extra, call = {}, {}
+    if cache != "dynamic":
+        extra = {"compile_config": CompileConfig(fullgraph=True)}
         if args.tiny:  # CPU smoke run: the cache only (no inductor build)
-            extra = dict(cache_implementation="static", disable_compile=True)
+            extra = {"disable_compile": True}
+    if cache == "static-per-call":  # transformers builds a new StaticCache in every generate call
+        extra["cache_implementation"] = "static"
+    elif cache == "static":  # one StaticCache kept across calls (TransformersPolicy's way): same addresses
+        if "cache" not in kept:
+            kept["cache"] = StaticCache(config=model.config.get_text_config(decoder=True),
+                                        max_cache_len=prompts.shape[1] + args.new_tokens)
+        else:
+            kept["cache"].reset()
+        call["cache"] = kept["cache"]
     cfg = GenerationConfig(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0,
                            max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, eos_token_id=None,
                            pad_token_id=0, use_cache=True, return_dict_in_generate=True, **extra)
     torch.manual_seed(seed)
     out = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=cfg,
-                         logits_processor=[recorder] if recorder else [])
+                         logits_processor=[recorder] if recorder else [], **call)
     seqs = out.sequences
     return seqs, recorder.finish(seqs[:, -1]) if recorder else None
 
@@ -91,7 +103,9 @@ def sync(device):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="3b,7b", help="comma list of scale_fsdp.SHAPES")
-    p.add_argument("--caches", default="dynamic,static")
+    p.add_argument("--caches", default="dynamic,static-per-call,static",
+                   help="dynamic (stock), static-per-call (cache_implementation='static': a new cache per call), "
+                        "static (one cache kept across calls, as TransformersPolicy(generation_cache='static'))")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=256)
@@ -117,16 +131,17 @@ def main(argv=None):
         prompts = torch.randint(1, model.config.vocab_size, (a.batch, a.prompt_tokens), generator=gen).to(device)
         rows = {}
         for cache in a.caches.split(","):
+            kept: dict = {}
             sync(device)
             t0 = time.perf_counter()
-            sample(model, prompts, a, cache, seed=0)  # warm-up (compilation for the static cache)
+            sample(model, prompts, a, cache, seed=0, kept=kept)  # warm-up (compilation for the static caches)
             sync(device)
             first = time.perf_counter() - t0
             times = []
             for r in range(a.repeats):
                 sync(device)
                 t0 = time.perf_counter()
-                seqs, lps = sample(model, prompts, a, cache, seed=1 + r)
+                seqs, lps = sample(model, prompts, a, cache, seed=1 + r, kept=kept)
                 sync(device)
                 times.append(time.perf_counter() - t0)
             ref = training_logprobs(model, seqs, a.new_tokens, a.temperature) if lps is not None else None

@@ -97,9 +97,9 @@ def test_static_kv_cache_samples_the_same_tokens_and_logprobs(tok, policy):
     caches = []
     real_generate = policy.model.generate
 
-    def spy(*args, generation_config, **kw):  # calls through: records which cache each sampler asked for
-        caches.append(generation_config.cache_implementation)
-        return real_generate(*args, generation_config=generation_config, **kw)
+    def spy(*args, **kw):  # calls through: records the cache each sampler handed to generate
+        caches.append(kw.get("cache"))
+        return real_generate(*args, **kw)
 
     policy.model.generate = spy
     try:
@@ -108,7 +108,12 @@ def test_static_kv_cache_samples_the_same_tokens_and_logprobs(tok, policy):
             b = static.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
     finally:
         del policy.model.generate
-    assert caches == [None, "static", None, "static"]
+    from transformers import StaticCache
+
+    assert caches[0] is None and caches[2] is None and isinstance(caches[1], StaticCache)
+    assert caches[3] is caches[1]  # kept and reused: the same tensors (addresses) for a replayed graph
+    longer = static.generate(convs, temperature=0.7, max_new_tokens=300, seed=3, stop=("e",))  # another block
+    assert len(static._static_caches) == 2 and all(c.finish_reason in ("eos", "stop", "length") for c in longer)
     for temperature in (0.0, 0.7):
         a = policy.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
         b = static.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
@@ -131,7 +136,7 @@ def test_generation_scale_benchmark_runs_on_the_tiny_shape(tmp_path):
     spec.loader.exec_module(bench)
     res = bench.main(["--tiny", "--out", str(tmp_path / "gen")])
     rows = res["shapes"]["tiny"]
-    assert set(rows) == {"dynamic", "static"}
+    assert set(rows) == {"dynamic", "static-per-call", "static"}
     for r in rows.values():
         assert r["tokens_per_second"] > 0 and r["logprob_abs_diff_max"] < 1e-4  # fp32 on CPU: recorder == forward
     assert json.loads((tmp_path / "gen.json").read_text())["shapes"]["tiny"]["static"]["seconds"] > 0

@@ -114,6 +114,9 @@ class _RecordLogprobs(LogitsProcessor):
         return torch.stack(self.steps, 1)
 
 
+STATIC_CACHE_BLOCK = 256  # static KV caches are sized in blocks of tokens, so nearby lengths share one
+
+
 class _StopOnStrings(StoppingCriteria):
     """Per-row stop when a stop string appears in the generated text, or after the `max_calls`-th
     closed tool call (a </tool_call> or </tool_code> written after the forced prefix).
@@ -181,8 +184,10 @@ class TransformersPolicy:
     processor's); fast=False runs the stock Hugging Face code throughout (and unpatches the model).
     generation_cache="static" samples with a preallocated KV cache, which lets `generate` compile the
     decoding forward on a GPU (torch.compile "reduce-overhead": CUDA graphs); the same tokens and
-    log-probs, much faster for real-size models when batch and lengths repeat (each new shape
-    compiles again). benchmarks/speed_generation_scale.py measures it.
+    log-probs. One cache per batch size and length block (prompt + new tokens rounded up to
+    STATIC_CACHE_BLOCK) is kept and reused across calls, so its tensors keep their addresses and a
+    recorded graph can replay; each new batch size or block compiles once more.
+    benchmarks/speed_generation_scale.py measures it.
     """
 
     def __init__(self, model_dir_or_model, tokenizer=None, image_processor=None, *,
@@ -191,6 +196,7 @@ class TransformersPolicy:
         if generation_cache not in ("dynamic", "static"):
             raise ValueError(f"generation_cache must be 'dynamic' or 'static', not {generation_cache!r}")
         self.generation_cache = generation_cache
+        self._static_caches: dict[tuple[int, int], object] = {}
         if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
             from agents.lmm.tiny_qwen import load_checkpoint
             model, tok, proc = load_checkpoint(str(model_dir_or_model), device=device, dtype=dtype)
@@ -376,13 +382,14 @@ class TransformersPolicy:
             do_sample=bool(temperature and temperature > 0), temperature=t if temperature else None,
             top_p=top_p if temperature else None, top_k=0 if temperature else None,
             max_new_tokens=max_new, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-            use_cache=True, return_dict_in_generate=True,
-            **({"cache_implementation": "static"} if self.generation_cache == "static" else {}))
+            use_cache=True, return_dict_in_generate=True)
+        cache = ({"cache": self._static_cache(len(convs), prompt_len + max_new)}
+                 if self.generation_cache == "static" else {})
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             if seed is not None:
                 torch.manual_seed(seed)
-            out = self.model.generate(**batch, generation_config=gen_cfg,
+            out = self.model.generate(**batch, generation_config=gen_cfg, **cache,
                                       logits_processor=[recorder], stopping_criteria=[stopper])
         gen = out.sequences[:, prompt_len:].cpu()
         lps = recorder.finish(out.sequences[:, -1]).cpu() if gen.shape[1] else torch.zeros(len(convs), 0)
@@ -404,6 +411,19 @@ class TransformersPolicy:
                 temperature=t,
             ))
         return results
+
+    def _static_cache(self, batch_size: int, length: int):
+        """The kept StaticCache for this batch size and length block, emptied for a new call."""
+        capacity = -(-length // STATIC_CACHE_BLOCK) * STATIC_CACHE_BLOCK
+        cache = self._static_caches.get((batch_size, capacity))
+        if cache is None:
+            from transformers import StaticCache
+
+            cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=capacity)
+            self._static_caches[(batch_size, capacity)] = cache
+        else:
+            cache.reset()
+        return cache
 
     # ------------------------------------------------------------------ training
     def completion_logprobs(self, convs: Sequence[Conversation], completions: Sequence[Completion], *,
