@@ -50,6 +50,10 @@ Keyword arguments:
     render_mode: ``None`` or ``"rgb_array"`` (a timeline picture of the episode).
     tools: ``False`` advertises no tool (the "without sub-agent" setting): calls are answered with an
         in-band error and never run.
+    scoring: ``"trajectory"`` (default: the reward scores the whole trajectory, prefix and tool
+        responses included) or ``"generated"`` (the released code's reading, kept to measure its defects:
+        only the agent's own text of every turn, joined, without the prefilled prefix and the tool
+        responses; whether a tool ran is then inferred from that text, so never).
     reward_fns: extra reward terms, functions ``f(trajectory, info) -> float | dict[str, float]`` called
         when an episode ends; each term is added to the reward and to ``info["reward_components"]``
         (see :mod:`paravt_env.reward_terms`).
@@ -216,7 +220,7 @@ class ParaVTLongVideoEnv(gym.Env):
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
                  dataset=None, video_root: str | None = None, strict: bool = False, tools: bool = True,
-                 reward_fns=None):
+                 reward_fns=None, scoring: str = "trajectory"):
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
         if not (subagent in ("oracle", "frames") or callable(subagent)):
@@ -228,6 +232,9 @@ class ParaVTLongVideoEnv(gym.Env):
             raise ValueError("max_turns must be in 1..32 and max_calls_per_turn in 1..16")
         if not 1 <= int(crop_max_frames) <= MAX_CROP_FRAMES or not 0 < float(crop_fps) <= 30:
             raise ValueError(f"crop_max_frames must be in 1..{MAX_CROP_FRAMES} and crop_fps in (0, 30]")
+        if scoring not in ("trajectory", "generated"):
+            raise ValueError(f"scoring must be 'trajectory' or 'generated', got {scoring!r}")
+        self.scoring = scoring
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.dataset = dataset if dataset is not None else load_dataset(
@@ -282,6 +289,7 @@ class ParaVTLongVideoEnv(gym.Env):
         self.turn = 0
         self.done = False
         self.trajectory = ""  # every assistant turn (prefix included) and tool response, in order
+        self.agent_text = ""  # the agent's own text of every turn (no prefix, no tool responses)
         self.calls_emitted = 0  # parseable calls written in any turn, executed or not
         self.calls_executed_per_turn: list[int] = []  # crops that ran, per assistant turn
         self.executed_windows: list[tuple[float, float]] = []
@@ -326,6 +334,7 @@ class ParaVTLongVideoEnv(gym.Env):
             text = self.think_prefix + text
         self.turn += 1
         self.trajectory += text
+        self.agent_text += text[len(self.think_prefix):]  # the prefix is prefilled, never the agent's
         self.messages.append({"role": "assistant", "content": text})
         parsed = parse_turn(text)
         calls = list(parsed.tool_calls)
@@ -355,8 +364,10 @@ class ParaVTLongVideoEnv(gym.Env):
 
     def _finish(self, parsed, notes, terminated: bool, truncated: bool):
         q = self.episode.question
-        breakdown = score(self.trajectory, ground_truth=q.answer, answer_type=q.answer_type,
-                          options=q.options, tool_executed=bool(self.executed_windows),
+        released = self.scoring == "generated"
+        breakdown = score(self.agent_text if released else self.trajectory, ground_truth=q.answer,
+                          answer_type=q.answer_type, options=q.options,
+                          tool_executed=None if released else bool(self.executed_windows),
                           config=self.reward_config, question=q.text)
         self.done = True
         components = dict(breakdown.components, accuracy=breakdown.accuracy, format=breakdown.format,

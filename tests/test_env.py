@@ -440,3 +440,29 @@ def test_reset_options_of_odd_types_fail_clearly(options, fragment):
 def test_reset_options_accept_integral_numbers_of_other_types():
     _, info = NUMBER_ENV.reset(seed=0, options={"episode_index": np.int64(3), "frame_budget": 4.0})
     assert (info["episode_index"], info["frame_budget"]) == (3, 4)
+
+
+def test_generated_scoring_reads_only_the_agents_own_text():
+    """scoring="generated" reproduces the release's reading (defects 1-2): with the prefilled <think>
+    missing from the agent's text, the think/anchor terms cannot fire, and without the tool responses
+    an executed call earns only the 'parseable' tier. The default reads the whole trajectory."""
+    from paravt_env.env import ParaVTLongVideoEnv
+
+    call = '<tool_call>{"name": "crop_video", "arguments": {"start_time": 1, "end_time": 5}}</tool_call>'
+    turns = ["Let me look at the start of the video first.</think>\n" + call,
+             "The crop answers the question well enough.</think>\n<answer>A</answer>"]
+    rewards = {}
+    for scoring in ("trajectory", "generated"):
+        env = ParaVTLongVideoEnv(split="validation", frame_budget=4, scoring=scoring)
+        env.reset(seed=0)
+        for text in turns:
+            _, reward, terminated, truncated, info = env.step(text)
+        assert terminated and info["num_tool_calls"] == 1
+        rewards[scoring] = info["reward_components"]
+    ours, released = rewards["trajectory"], rewards["generated"]
+    assert ours["format/think"] > 0 and ours["format/anchor_think_closed"] > 0 and ours["tool/executed"] > 0
+    assert released["format/think"] == released["format/anchor_think_closed"] == 0.0
+    assert released["tool/executed"] == 0.0 and released["tool/parseable"] > 0
+    assert env.agent_text == "".join(turns)  # no prefix, no tool response
+    with pytest.raises(ValueError, match="scoring"):
+        ParaVTLongVideoEnv(scoring="released")

@@ -145,6 +145,10 @@ class GRPOArgs:
     tool_reward: bool = arg(True, "R_tool term of the reward (the released code adds it in every configuration, "
                                   "vanilla GRPO included; --no-tool-reward is the 'minus R_tool' ablation)")
     format_weight: float = arg(1.0, "w_fmt")
+    scoring: str = arg("trajectory", "what the reward reads: trajectory (the whole multi-turn trajectory, prefix and "
+                                     "tool responses included) or generated (the released code's reading, to measure "
+                                     "its defects: the agent's own tokens only, so no prefilled <think> and no "
+                                     "tool response)", ("trajectory", "generated"))
     reward_fn: str = arg("", "extra reward terms: module:function or path/to/file.py:function (repeat the flag or "
                              "give a comma list); f(trajectory, info) returns a number or a dict of named numbers, "
                              "added to the reward before advantages and logged as train/reward_components/<name> "

@@ -50,7 +50,8 @@ def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwa
                   if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
-        reward_config=reward_config(args), tools=args.tools if tools is None else tools, **env_kwargs)
+        reward_config=reward_config(args), tools=args.tools if tools is None else tools, scoring=args.scoring,
+        **env_kwargs)
 
 
 @dataclass

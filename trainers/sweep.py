@@ -22,6 +22,8 @@ sequential        full with sequential dispatch (one crop per turn), same checkp
 weak_grpo         the weak-prior cold start under vanilla GRPO
 weak_full         the weak-prior cold start under PARA-GRPO
 full_oracle       full with the world's truthful caption as sub-agent (a control: perfect tool answers)
+released_scoring  full, the reward reading only the agent's own tokens as the release does (not in the
+                  paper preset; ``--rows released_scoring``)
 ================  ==========================================================================================
 
 R_tool is on in every row but no_tool_reward, as in the released code. Every row is evaluated with and
@@ -87,7 +89,12 @@ ROWS: dict[str, Row] = {
     "weak_grpo": Row("grpo", (), prior="weak", about="weak prior + GRPO"),
     "weak_full": Row("para_grpo", (), prior="weak", about="weak prior + PARA-GRPO"),
     "full_oracle": Row("para_grpo", ("--subagent", "oracle"), about="full, oracle sub-agent (control)"),
+    # not in the paper's table: the released reward's reading (defects 1-2), to measure what it does to training
+    "released_scoring": Row("para_grpo", ("--scoring", "generated"),
+                            about="full, scored as released (the agent's own tokens only)"),
 }
+PAPER_ROWS = ("cold_start", "grpo", "anchoring", "gating", "full", "no_tool_reward", "no_gamma", "anchor_logprob",
+              "sequential", "weak_grpo", "weak_full", "full_oracle")
 
 # The paper's ablation (Qwen3-VL-8B; f_tau, kappa, and its VideoMME accuracy columns in %, "w/o sub" and
 # "w/ sub", which in VideoMME usually means subtitles; we set our accuracy without / with the sub-agent beside them).
@@ -106,7 +113,7 @@ PAPER_ABLATION: dict[str, dict[str, float]] = {
 
 # Flags every run of a preset gets (an explicit flag after them on the command line wins: argparse keeps the last).
 PRESETS: dict[str, dict] = {
-    "paper": dict(rows=list(ROWS), seeds=[1, 2, 3], flags=[
+    "paper": dict(rows=list(PAPER_ROWS), seeds=[1, 2, 3], flags=[
         "--total-steps", "40", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
         "--eval-every", "20", "--eval-episodes", "64", "--checkpoint-every", "5"]),
     "cpu": dict(rows=["cold_start", "grpo", "anchoring", "gating", "full"], seeds=[1], flags=[
