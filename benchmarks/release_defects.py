@@ -13,8 +13,9 @@ further switch (rules checked per turn).
 Rollouts: PARA-GRPO's default settings (trainers/para_grpo.py: forced think prefix, answer suffix,
 anchor bonus, gating over K), --prompts training prompts x G rollouts at T = 0.7, the model as its own
 sub-agent, played by the trainers' own rollout code. Each rollout is then scored
-  released     rewards.score(generated tokens of every assistant turn, joined; tool_executed inferred
-               from a <tool_response> in that text, as released: never);
+  released     rewards.score(the agent's own text of every turn, joined: the environment's
+               ``agent_text``, what ``scoring="generated"`` reads; tool_executed inferred from a
+               <tool_response> in that text, as released: never);
   ours         the environment's reward (the whole trajectory, the tool's execution from the env);
   multi_turn   ours with RewardConfig(multi_turn_rules=True).
 Reported per scorer: mean reward, format and tool terms, how often each format/tool term fires, and
@@ -46,26 +47,12 @@ TERMS = ("format/think", "format/anchor_think_closed", "format/anchor_flow", "fo
 SCORERS = ("released", "ours", "multi_turn")
 
 
-def generated_text(policy, conv) -> str:
-    """What the released scorer reads: the model's own tokens of every turn (no forced prefix, no
-    tool responses, no template), decoded span by span and joined."""
-    spans, current = [], []
-    for tok, gen in zip(conv.token_ids, conv.generated_mask):
-        if gen:
-            current.append(tok)
-        elif current:
-            spans.append(current)
-            current = []
-    if current:
-        spans.append(current)
-    return "".join(policy.tokenizer.decode(s, skip_special_tokens=False) for s in spans)
-
-
-def score_rollout(policy, r, config) -> dict[str, dict]:
+def score_rollout(r, config) -> dict[str, dict]:
     env = r.env
     q = env.episode.question
     kw = {"ground_truth": q.answer, "answer_type": q.answer_type, "options": q.options, "question": q.text}
-    released = score(generated_text(policy, r.conv), tool_executed=None, config=config, **kw)
+    # the environment's scoring="generated" reading: the agent's own text of every turn
+    released = score(env.agent_text, tool_executed=None, config=config, **kw)
     multi = score(env.trajectory, tool_executed=bool(env.executed_windows),
                   config=dataclasses.replace(config, multi_turn_rules=True), **kw)
     ours = r.info["reward_components"]
@@ -159,7 +146,7 @@ def main(argv=None):
                                          think_prefix=args.think_prefix, gen_seed=a.seed)
     wall = time.perf_counter() - t0
     config = core.reward_config(args)
-    scored = [score_rollout(policy, r, config) for r in rollouts]
+    scored = [score_rollout(r, config) for r in rollouts]
     res = {"model": model, "seed": a.seed, "rollout_seconds": wall,
            "settings": {"prompts": a.prompts, "group_size": g, "rollouts": len(rollouts), "temperature": args.temperature,
                         "reward_config": dataclasses.asdict(config)},
