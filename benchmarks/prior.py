@@ -27,7 +27,6 @@ A checkpoint may be the cold_start directory or the build directory above it.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -38,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.default import checkpoint_info, default_checkpoint  # noqa: E402
+from benchmarks.report import write_report  # noqa: E402
 from agents.lmm.evaluate_lmm import (rollouts, subagent_agreement, summarize, training_budgets,  # noqa: E402
                                      world_config_of)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
@@ -101,12 +101,8 @@ def main(argv=None):
             entry["subagent"] = subagent_agreement(policy, wc, crops=a.agreement_crops)
             print(name, "subagent", {k: v for k, v in entry["subagent"].items() if k != "examples"}, flush=True)
         results["models"][name] = entry
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    out.with_suffix(".md").write_text(markdown(results))
+    out = write_report(a.out, results, markdown(results))
     plot(results, out.with_suffix(".png"))
-    print(markdown(results))
 
 
 def contrast(results) -> list[dict]:

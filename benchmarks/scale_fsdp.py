@@ -105,14 +105,21 @@ def parse(argv=None):
     return args
 
 
-def build(shape: str, device: torch.device, args, seed: int):
-    """A random Qwen2 language model of `shape`, sharded: built on the meta device, sharded, then
-    materialised (each process allocates only its shards)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def lm_config(shape: str):
+    """The Qwen2 language-model config of a SHAPES entry."""
+    from transformers import Qwen2Config
 
     cfg = dict(SHAPES[shape])
     theta = cfg.pop("rope_theta")
-    config = Qwen2Config(**cfg, rope_parameters={"rope_type": "default", "rope_theta": theta})
+    return Qwen2Config(**cfg, rope_parameters={"rope_type": "default", "rope_theta": theta})
+
+
+def build(shape: str, device: torch.device, args, seed: int):
+    """A random Qwen2 language model of `shape`, sharded: built on the meta device, sharded, then
+    materialised (each process allocates only its shards)."""
+    from transformers import Qwen2ForCausalLM
+
+    config = lm_config(shape)
     with torch.device("meta"):
         model = Qwen2ForCausalLM(config)
     if args.gradient_checkpointing:  # as trainers.core.prepare_model: transformers' own, non-reentrant

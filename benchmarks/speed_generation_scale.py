@@ -40,18 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.policy import _RecordLogprobs  # noqa: E402
 from benchmarks.report import write_report  # noqa: E402
-from benchmarks.scale_fsdp import SHAPES  # noqa: E402
+from benchmarks.scale_fsdp import lm_config  # noqa: E402
 
 
 def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    cfg = dict(SHAPES[shape])
-    theta = cfg.pop("rope_theta")
-    config = Qwen2Config(**cfg, rope_parameters={"rope_type": "default", "rope_theta": theta})
     torch.manual_seed(seed)
     with torch.device(device):
-        model = Qwen2ForCausalLM(config).to(dtype)
+        model = Qwen2ForCausalLM(lm_config(shape)).to(dtype)
     model.eval().requires_grad_(False)
     model.generation_config.pad_token_id = 0
     return model
@@ -102,7 +99,7 @@ def sync(device):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shapes", default="3b,7b", help="comma list of scale_fsdp.SHAPES")
+    p.add_argument("--shapes", default="3b,7b", help="comma list of benchmarks/scale_fsdp.py SHAPES")
     p.add_argument("--caches", default="dynamic,static-per-call,static",
                    help="dynamic (stock), static-per-call (cache_implementation='static': a new cache per call), "
                         "static (one cache kept across calls, as TransformersPolicy(generation_cache='static'))")

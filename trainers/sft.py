@@ -22,9 +22,10 @@ second build with the same data settings reuses them). Training batches pack man
 tokens), turn the frames into pixel values on the device (``agents.lmm.fast_qwen`` when present,
 else the image processor), run the model's own forward (the fast path when present; bf16
 autocast on CUDA with ``--amp true``, fp32 with TF32 matmuls otherwise), and take the
-cross-entropy of assistant tokens only. AdamW, linear warm-up, cosine to 10 %. Stage 1 ends at ``--stage1-steps`` or at its share of ``--time-budget-s``, whichever comes
-first (the schedule follows the same progress); stage 2 runs its ``--stage2-steps`` (the
-cold-start length is a knob of the tool prior, so it does not shrink with time). A hard stop at the
+cross-entropy of assistant tokens only. AdamW, linear warm-up, cosine to 10 %. Stage 1 ends at
+``--stage1-steps`` or at its share of ``--time-budget-s``, whichever comes first (the schedule
+follows the same progress); stage 2 runs its ``--stage2-steps`` (the cold-start length is a knob of
+the tool prior, so it does not shrink with time). A hard stop at the
 budget still saves. The run state is saved every ``--checkpoint-every-s`` seconds and re-running
 the same command resumes it.
 
