@@ -4,8 +4,8 @@
 #      (default: the shipped cold starts; give the last build's `DIR/{prior}/cold_start` to go on);
 #   2. perception (benchmarks/perception.py) of each new cold start on its GPU, then the fast-path
 #      benchmark (stock vs fast, SFT and GRPO steps) on GPU 0 and the tool-prior benchmark of both on GPU 1.
-# Logs and results go under runs/gpu/; $OUT receives two files: build.tgz (the new cold starts) and
-# results.tgz (perception, prior and fast-path results, logs, TensorBoard). SFT_ARGS adds flags to sft.py.
+# Logs and results go under runs/gpu/; $OUT receives build.tgz (the new cold starts), base.tgz (their
+# stage-1 weights) and results.tgz (perception, prior and fast-path results, logs, TensorBoard). SFT_ARGS adds flags to sft.py.
 # The default timeouts add up to 590 s, inside one 10-minute device call.
 set -u
 ulimit -n 65536 2>/dev/null || ulimit -n 8192 2>/dev/null || true  # corpus workers pass tensors through shared memory
@@ -26,13 +26,14 @@ for p in strong:0 weak:1; do
 done
 wait
 echo "perception done at $SECONDS s"
-CUDA_VISIBLE_DEVICES=0 timeout ${FAST_SECONDS:-90} $PY benchmarks/speed_fast_path.py --device cuda --repeats 2 \
-  --out "$R" > runs/gpu/speed_fast_path.log 2>&1 &
+[ "${FAST_SECONDS:-90}" -gt 0 ] && CUDA_VISIBLE_DEVICES=0 timeout ${FAST_SECONDS:-90} $PY benchmarks/speed_fast_path.py \
+  --device cuda --repeats 2 --out "$R" > runs/gpu/speed_fast_path.log 2>&1 &
 CUDA_VISIBLE_DEVICES=1 timeout ${PRIOR_SECONDS:-90} $PY benchmarks/prior.py --device cuda \
   --strong "$BUILD/strong/cold_start" --weak "$BUILD/weak/cold_start" --episodes 48 --out "$R/prior" \
   > runs/gpu/prior.log 2>&1 &
 wait
 echo "all done at $SECONDS s"
 tar czf "$OUT/build.tgz" -C "$BUILD" strong/cold_start weak/cold_start strong/sft_args.json weak/sft_args.json 2>/dev/null
+tar czf "$OUT/base.tgz" -C "$BUILD" strong/base weak/base 2>/dev/null  # after stage 1: what stage 2 starts from
 tar czf "$OUT/results.tgz" "$R" runs/gpu/*.log runs/gpu/tb 2>/dev/null
 ls -la "$OUT"; tail -n 3 runs/gpu/*.log

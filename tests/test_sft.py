@@ -248,6 +248,40 @@ def test_batched_loss_equals_policy_nll_and_gradients(records, policy, tmp_path)
     model.zero_grad()
 
 
+def test_answer_weight_scales_exactly_the_answer_tokens(records, policy, tmp_path):
+    """--answer-weight: the tokens inside <answer>...</answer> (ParaVT) or after a native
+    'Answer:' count w times in the loss, every other assistant token once, the mean still over
+    all of them; prompt text that happens to say 'Answer:' is not weighted."""
+    sft = _sft()
+    tok = policy.tokenizer
+    marks = sft.answer_marks(tok)
+    text = "<think>\nok\n</think>\n<answer>yellow</answer><|im_end|>user: Answer: D<|im_end|>Answer: C<|im_end|>"
+    ids = np.array([tok.encode(text, add_special_tokens=False)])
+    user = len(tok.encode("<think>\nok\n</think>\n<answer>yellow</answer><|im_end|>", add_special_tokens=False))
+    user_end = len(tok.encode("<think>\nok\n</think>\n<answer>yellow</answer><|im_end|>user: Answer: D<|im_end|>",
+                              add_special_tokens=False))
+    mask = np.ones(ids.shape, np.bool_)
+    mask[0, user:user_end] = False
+    weighted = tok.decode(ids[0][sft.answer_token_mask(ids, mask, marks)[0]].tolist())
+    assert weighted.replace(" ", "") == "yellow</answer>C<|im_end|>"
+
+    _, recs = records
+    loaded = _load(recs, tmp_path)
+    idx = np.array([i for i in range(len(recs)) if recs[i]["kind"] in ("direct", "tool")][:3])
+    plain = sft.Trainee(policy.model, tok, policy.image_processor, "cpu", fast=False)
+    heavy = sft.Trainee(policy.model, tok, policy.image_processor, "cpu", fast=False, answer_weight=5.0)
+    b1, b5 = plain.collate(loaded, idx), heavy.collate(loaded, idx)
+    assert "loss_weight" not in b1
+    is_answer = b5["loss_weight"] == 5.0
+    assert int(is_answer.sum()) >= len(idx) and bool((is_answer <= b5["loss_mask"]).all())
+    with torch.no_grad():
+        l1, n1 = plain.loss(b1)
+        l5, n5 = heavy.loss(b5)
+        only = dict(b1, loss_weight=is_answer.float())      # the answer tokens' share of the mean
+        la, _ = plain.loss(only)
+    assert n1 == n5 and abs(l5.item() - (l1.item() + 4.0 * la.item())) < 1e-4 and la.item() > 0
+
+
 def test_training_steps_lower_the_loss_and_checkpoints_reload(records, policy, tmp_path):
     """A few AdamW steps of the real training path on packed records lower the loss; the saved
     checkpoint reloads to the same loss."""

@@ -171,6 +171,10 @@ class Args:
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
     native_close_think_p: float = field(default=0.3, metadata={"help": "native dialect: probability a turn closes </think>"})
+    answer_weight: float = field(default=1.0, metadata={"help": "loss weight of the answer's own tokens (inside "
+                                                        "<answer>...</answer>, or after a native 'Answer:'), relative to "
+                                                        "the other assistant tokens: one token in ~100 decides the answer, "
+                                                        "so at 1 the model learns the markup long before it learns to answer"})
     tool_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the native-trace part "
                                                       "relative to its size (>1 = more native practice)"})
     perception_warmup: float = field(default=0.3, metadata={"help": "stage 1: share of its progress trained on "
@@ -472,8 +476,10 @@ class Trainee:
     """The model being trained with what batches need: token ids of pads and images, the image
     processor (or the fast pixel-value builder) and the device."""
 
-    def __init__(self, model, tokenizer, image_processor, device, fast: bool = True):
+    def __init__(self, model, tokenizer, image_processor, device, fast: bool = True, answer_weight: float = 1.0):
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
+        self.answer_weight = float(answer_weight)
+        self.answer_marks = answer_marks(tokenizer)
         self.device = torch.device(device)
         self.fast = bool(fast and enable_fast_path is not None)
         if self.fast:
@@ -509,6 +515,9 @@ class Trainee:
             lmask[r, width - (b - a):] = recs.mask[a:b]
         batch = {"input_ids": torch.from_numpy(ids).to(self.device), "attention_mask": torch.from_numpy(attn).to(self.device),
                  "loss_mask": torch.from_numpy(lmask).to(self.device)}
+        if self.answer_weight != 1.0:
+            weight = np.where(answer_token_mask(ids, lmask, self.answer_marks), self.answer_weight, 1.0)
+            batch["loss_weight"] = torch.from_numpy(weight.astype(np.float32)).to(self.device)
         img = np.concatenate([np.arange(recs.img_off[i], recs.img_off[i + 1]) for i in idx])
         if len(img):
             sel = torch.from_numpy(img).to(recs.frames.device)
@@ -517,7 +526,8 @@ class Trainee:
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, int]:
         """Mean next-token cross-entropy over loss-mask tokens (assistant tokens), computing the
-        vocabulary projection only where a target is."""
+        vocabulary projection only where a target is; answer tokens count ``answer_weight`` times
+        (the mean still divides by the number of tokens)."""
         ids = batch["input_ids"]
         mm = (ids == self.image_token_id).long()
         if self.video_token_id is not None:
@@ -529,7 +539,37 @@ class Trainee:
         hidden = self.model.model(**kw).last_hidden_state
         sel = batch["loss_mask"][:, 1:]
         logits = self.model.lm_head(hidden[:, :-1][sel]).float()
-        return F.cross_entropy(logits, ids[:, 1:][sel]), int(sel.sum())
+        if "loss_weight" not in batch:
+            return F.cross_entropy(logits, ids[:, 1:][sel]), int(sel.sum())
+        ce = F.cross_entropy(logits, ids[:, 1:][sel], reduction="none")
+        return (ce * batch["loss_weight"][:, 1:][sel]).sum() / max(int(sel.sum()), 1), int(sel.sum())
+
+
+def answer_marks(tokenizer) -> dict:
+    """Token ids that open and close an answer: ``<answer>``/``</answer>`` and the native
+    ``Answer:`` (as a token sequence), ``<|im_end|>`` ending a native answer."""
+    enc = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    return dict(open=enc("<answer>"), close=enc("</answer>"), native=enc("Answer:"), end=enc("<|im_end|>"))
+
+
+def answer_token_mask(ids: np.ndarray, loss_mask: np.ndarray, marks: dict) -> np.ndarray:
+    """(batch, len) bool: assistant tokens that spell an answer, i.e. those after ``<answer>`` up
+    to and including ``</answer>`` and those after a native ``Answer:`` up to the turn's end."""
+    def ends_of(seq):  # positions where ``seq`` ends
+        hit = np.zeros(ids.shape, np.bool_)
+        if seq and ids.shape[1] >= len(seq):
+            n = ids.shape[1] - len(seq) + 1
+            run = np.ones((ids.shape[0], n), np.bool_)
+            for j, t in enumerate(seq):
+                run &= ids[:, j:j + n] == t
+            hit[:, len(seq) - 1:] = run
+        return hit
+    pos = np.arange(ids.shape[1])
+    opened = np.maximum.accumulate(np.where(ends_of(marks["open"]) | ends_of(marks["native"]), pos, -1), axis=1)
+    closed = np.maximum.accumulate(np.where(ends_of(marks["close"]) | ends_of(marks["end"]), pos, -1), axis=1)
+    inside = np.zeros(ids.shape, np.bool_)
+    inside[:, 1:] = opened[:, :-1] > closed[:, :-1]  # opened before this token, not closed before it
+    return inside & loss_mask
 
 
 def nll_loss(policy, convs) -> tuple[torch.Tensor, int]:
@@ -751,7 +791,7 @@ def main(args: Args) -> Path:
     t_corpus = time.time() - t_start
     proc = build_image_processor()
     model = build_base(args, tok)
-    tr = Trainee(model, tok, proc, args.device, fast=args.fast)
+    tr = Trainee(model, tok, proc, args.device, fast=args.fast, answer_weight=args.answer_weight)
     if not tr.fast and tr.device.type == "cuda":
         print("[sft] agents.lmm.fast_qwen is not available (or --fast false): the stock forward and the PIL image "
               "processor are several times slower on the GPU", file=sys.stderr)
