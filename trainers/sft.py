@@ -37,36 +37,40 @@ Presets (``--preset``; an explicit flag always wins over its preset):
          sequences / 65,536 padded tokens, the first 60 % of stage 1 on captions only, and a
          540 s budget for the whole run (corpus included), so ``--tool-prior both`` fits one
          10-minute GPU call. Give it a longer ``--time-budget-s`` when you can: frame F1 was still
-         rising at the end of the shipped runs.
+         rising at the end of the v4 runs.
 
-The shipped v4 cold starts (``agents/lmm/checkpoints/tiny-{strong,weak}``) were built by the gpu
-preset's recipe on a host with two H200s (``--tool-prior both`` gives each prior its own GPU when
-there are several: strong on cuda:0, weak on cuda:1; on one H200 the two share it, not measured):
+The v4 cold starts were built by the gpu preset's recipe on a host with two H200s
+(``--tool-prior both`` gives each prior its own GPU when there are several: strong on cuda:0, weak
+on cuda:1; on one H200 the two share it, not measured):
 
     python trainers/sft.py --preset gpu --tool-prior both --time-budget-s 455 --workers 28 \
         --batch-size 256 --batch-tokens 65536 --stage1-lr 6e-4 --perception-warmup 0.6 \
         --eval-every 500 --amp false
 
     corpus (252,500 samples, 28 workers) 43 s; each build ~15 steps/s, ~4,900 stage-1 steps in
-    ~5.7 min, then 200 stage-2 steps in 17 s; both priors built in 441 s. In-training greedy eval
-    (128 held-out frames, 64 crops):
-                          end of stage 1 (~4,900 steps)   after 200 stage-2 steps
-      frame object F1     strong 0.786 / weak 0.729       strong 0.586 / weak 0.571
-      crop object F1      strong 0.46  / weak 0.58        strong 0.465 / weak 0.433
-      frame scene acc.    0.99 / 0.99                     0.99 / 0.99
-    Object F1 stays 0 for the first ~2,000 steps (scenes are learnt first), then climbs.
+    ~5.7 min, then 200 stage-2 steps in 17 s. Frame object F1 0.79 / 0.73 (strong / weak) at the
+    end of stage 1, still rising; 0.59 / 0.57 after stage 2 at lr 1e-3.
     Settings that failed on the same GPU: bf16 autocast + lr 2e-3 + batch 1024 learned no objects
     (frame F1 0.000 at the end); bf16 + lr 1e-3 + batch 256 went NaN at step ~700 (non-finite
     steps are now skipped and counted, but fp32 avoids them).
-    Next GPU session: frame F1 was still rising steeply at the end of stage 1, so continue from the
-    shipped weights rather than start again (``--init-from``; each call of at most 10 minutes then
-    adds ~5,000 stage-1 steps to the last):
 
-        python trainers/sft.py --preset gpu --tool-prior both --init-from shipped \
-            --perception-warmup 0.2 --out checkpoints/v5           # then --init-from checkpoints/v5/{prior}/cold_start
+The shipped v5 cold starts (``agents/lmm/checkpoints/tiny-{strong,weak}``) continue v4 over three
+more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
+``benchmarks/results/gpu/sft_v5/``), each ``--init-from`` the last build's ``{prior}/cold_start``:
 
-    Stage 2 costs frame F1 (~0.2 here), so watch ``stage2/eval/frame_object_f1`` when changing
-    ``--stage2-steps``/``--stage2-lr``.
+    v5a  --init-from shipped(v4) --perception-warmup 0.2 --stage2-lr 4e-4                 ~2,700 steps
+    v5b  --perception-warmup 0 --workers 28 --answer-weight 10 --stage1-frame 20000 \
+         --stage1-caption 30000 --stage1-direct 40000 --stage1-tool 24000                 ~3,000 steps
+    v5c  the same with --stage1-frame 30000 --stage1-caption 40000 --stage2-lr 4e-4       ~1,000 steps
+
+    validation (benchmarks/perception.py on the GPU), strong / weak:
+                          frame F1     crop F1      direct answers (overview shows it)
+      v5a                 0.96 / 0.98  0.97 / 0.95  0.20 / 0.18
+      v5b                 0.89 / 0.99  0.86 / 0.90  0.40 / 0.16
+      v5c (shipped v5)    0.92 / 0.98  0.91 / 0.91  0.47 / 0.17
+    Perception came from more stage-1 steps; answers from ``--answer-weight`` and more answer data
+    (one token in ~100 decides an answer). Stage 2 at 1e-3 costs caption F1 (v5b); at 4e-4 it
+    keeps it. Continue with ``--init-from DIR/{prior}/cold_start``.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
@@ -217,7 +221,7 @@ class Args:
 # Settings of each preset; an explicit command-line flag (or keyword to ``Args``/``with_preset``) wins.
 PRESETS = {
     "cpu": {},
-    # the recipe of the shipped v4 cold starts (see the module docstring); bf16 and lr >= 1e-3 failed
+    # v4's recipe from a random init (the module docstring: v4, then the v5 continuations); bf16 and lr >= 1e-3 failed
     "gpu": dict(device="cuda", amp=False, budgets="4,8,16,32,64", workers=15, time_budget_s=540.0,
                 stage1_frame=40000, stage1_caption=40000, stage1_direct=12000, stage1_tool=6000,
                 stage1_steps=20000, stage1_lr=6e-4, perception_warmup=0.6,
