@@ -504,6 +504,15 @@ def test_init_from_continues_a_checkpoint_and_refuses_another_tokenizer(tmp_path
     assert not torch.equal(random_start.lm_head.weight, start.lm_head.weight)
     assert sft.main(args).name == "cold_start"   # the whole build runs from there
     assert json.loads((tmp_path / "next" / "sft_args.json").read_text())["args"]["init_from"].endswith("cold_start")
+    # a cold start alone (benchmarks/cold_start_length.py): --stage1-steps 0 leaves the base as it came
+    alone = sft.main(sft.parse_args(["--out", str(tmp_path / "alone"), "--init-from", str(tmp_path / "strong" / "base"),
+                                     *common, "--stage1-steps", "0"]))
+    info = json.loads((tmp_path / "alone" / "sft_args.json").read_text())
+    assert alone.name == "cold_start" and info["stage1_steps_done"] == 0 and info["stage2_steps_done"] == 1
+    base_in, _, _ = load_checkpoint(str(tmp_path / "strong" / "base"))
+    base_out, _, _ = load_checkpoint(str(tmp_path / "alone" / "base"))
+    for name, value in base_in.state_dict().items():
+        torch.testing.assert_close(base_out.state_dict()[name], value, rtol=0, atol=0)
     other_tok = build_tokenizer(["another corpus altogether"], vocab_size=300)
     save_checkpoint(str(tmp_path / "other"), build_tiny_model(other_tok, seed=0), other_tok)
     with pytest.raises(SystemExit, match="tokenizer differs"):

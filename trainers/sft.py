@@ -663,7 +663,7 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
         if time.time() >= deadline:
             stopped = "time budget"
             break
-        if progress >= 1.0:
+        if progress >= 1.0 or stage.steps <= 0 or not names:  # e.g. --stage1-steps 0: a cold start from a base
             break
         t0 = time.time()
         allowed = caption_parts if progress < stage.caption_only_until and caption_parts else names

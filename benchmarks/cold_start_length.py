@@ -1,0 +1,147 @@
+"""The tool prior against the cold-start length: stage 2 of trainers/sft.py run for L steps from the
+same stage-1 base, then the tool-prior measures of benchmarks/prior.py at the fixed K.
+
+    python benchmarks/cold_start_length.py --base-strong B/strong/base --base-weak B/weak/base \\
+        --lengths 0,25,50,100,200 --out benchmarks/results/cold_start_length
+
+Stage 1 decides the prior (the strong base has practised tool calls in its own dialect, the weak
+base never has); the cold start (stage 2: ParaVT-format tool traces, direct answers, caption
+rehearsal) teaches both the same grammar. Its length is the knob: L = 0 is the base itself. Each
+(prior, L) is built once into --build-dir (a rerun reuses finished builds) with the stage-2 settings
+given here (batch, lr) and the gpu preset's stage-2 data, then rolled out on --episodes validation
+episodes greedy and at T = 0.7 with the oracle sub-agent (the same rollouts and summaries as
+benchmarks/prior.py). Writes <--out>.json, .md (one row per prior and L, with the paper's targets)
+and .png (format greedy vs T = 0.7 and kappa against L, one panel per prior).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.lmm.evaluate_lmm import rollouts, summarize, training_budgets, world_config_of  # noqa: E402
+from agents.lmm.policy import TransformersPolicy  # noqa: E402
+from benchmarks.prior import contrast  # noqa: E402
+from benchmarks.report import write_report  # noqa: E402
+from trainers import sft  # noqa: E402
+
+
+def build(prior: str, base: str, steps: int, a) -> str:
+    """The cold start of ``steps`` stage-2 steps from ``base`` (stage 1 skipped); its directory."""
+    if steps == 0:
+        return base
+    out = Path(a.build_dir) / f"{prior}_L{steps}"
+    if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
+        return str(out / "cold_start")
+    args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
+                           "--stage1-frame", "0", "--stage1-caption", "0", "--stage1-direct", "0",
+                           "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
+                           "--stage2-lr", str(a.stage2_lr), "--batch-size", str(a.batch_size),
+                           "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
+                           "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
+                           "--progress", "false",
+                           "--out", str(out), "--runs-dir", str(Path(a.build_dir) / "tb")])
+    return str(sft.main(args))
+
+
+def measure(path: str, a) -> dict:
+    policy, wc = TransformersPolicy(path, device=a.device), world_config_of(path)
+    k = a.k or max(training_budgets(path))
+    entry = {"checkpoint": path, "k": k, "settings": {}}
+    for label, temp in (("greedy", 0.0), ("t0.7", 0.7)):
+        t = time.time()
+        s = summarize(rollouts(policy, wc, episodes=a.episodes, temperature=temp, gating=False, frame_budget=k,
+                               max_new_tokens=a.max_new_tokens, batch_size=a.rollout_batch))
+        s["seconds"] = time.time() - t
+        entry["settings"][f"{label}/K{k}"] = s
+    return entry
+
+
+def markdown(results: dict) -> str:
+    lines = [f"The tool prior against the cold-start length (stage-2 steps of batch {results['batch_size']}, lr "
+             f"{results['stage2_lr']}, from the same stage-1 base; {results['episodes']} validation episodes per "
+             "setting at the fixed K, oracle sub-agent; format = the common format metric; kappa = executed calls "
+             "per rollout). L = 0 is the base without a cold start.", "",
+             "| prior | L | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | accuracy greedy | targets |",
+             "|---|---|---|---|---|---|---|---|"]
+    for prior, by_len in results["priors"].items():
+        for steps, entry in by_len.items():
+            row = contrast({"models": {prior: entry}})[0]
+            acc = entry["settings"][f"greedy/K{entry['k']}"]["correct"]
+            tg = "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in row["targets"].items())
+            lines.append(f"| {prior} | {steps} | {row['format_greedy']:.3f} | {row['format_t07']:.3f} | "
+                         f"{row['kappa_greedy']:.2f} | {row['kappa_t07']:.2f} | {acc:.3f} | {tg} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    priors = list(results["priors"])
+    fig, axes = plt.subplots(1, len(priors), figsize=(4.5 * len(priors), 3.4), squeeze=False)
+    for ax, prior in zip(axes[0], priors):
+        by_len = results["priors"][prior]
+        xs = [int(s) for s in by_len]
+        rows = [contrast({"models": {prior: e}})[0] for e in by_len.values()]
+        ax.plot(xs, [r["format_greedy"] for r in rows], "o-", label="format, greedy")
+        ax.plot(xs, [r["format_t07"] for r in rows], "o--", label="format, T = 0.7")
+        ax.set_xlabel("cold-start length (stage-2 steps)")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{prior} prior")
+        twin = ax.twinx()
+        twin.plot(xs, [r["kappa_greedy"] for r in rows], "s-", color="tab:red", label="kappa, greedy")
+        twin.plot(xs, [r["kappa_t07"] for r in rows], "s--", color="tab:pink", label="kappa, T = 0.7")
+        twin.set_ylabel("kappa (executed calls / rollout)")
+        twin.set_ylim(0, max(1.0, *[max(r["kappa_greedy"], r["kappa_t07"]) for r in rows]) * 1.1)
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = twin.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, loc="lower left", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base-strong", required=True, help="the strong prior's stage-1 base checkpoint")
+    p.add_argument("--base-weak", required=True, help="the weak prior's stage-1 base checkpoint")
+    p.add_argument("--lengths", default="0,25,50,100,200", help="stage-2 step counts, comma-separated")
+    p.add_argument("--batch-size", type=int, default=64, help="stage-2 sequences per step")
+    p.add_argument("--stage2-lr", type=float, default=4e-4)
+    p.add_argument("--episodes", type=int, default=24, help="validation episodes per setting (multiple of 6)")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--k", type=int, help="fixed overview size (default: the largest training K)")
+    p.add_argument("--rollout-batch", type=int, default=24)
+    p.add_argument("--workers", type=int, default=2, help="corpus workers")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--build-dir", default="runs/cold_start_length")
+    p.add_argument("--out", default="runs/benchmarks/cold_start_length")
+    a = p.parse_args(argv)
+    lengths = [int(x) for x in a.lengths.split(",")]
+    if any(n < 0 for n in lengths):
+        p.error("--lengths must be >= 0")
+    results = {"batch_size": a.batch_size, "stage2_lr": a.stage2_lr, "episodes": a.episodes, "priors": {}}
+    for prior, base in (("strong", a.base_strong), ("weak", a.base_weak)):
+        results["priors"][prior] = {}
+        for steps in lengths:
+            t = time.time()
+            entry = measure(build(prior, base, steps, a), a)
+            entry["seconds"] = time.time() - t
+            results["priors"][prior][str(steps)] = entry
+            row = contrast({"models": {prior: entry}})[0]
+            print(f"{prior} L={steps}: format {row['format_greedy']:.3f} / {row['format_t07']:.3f}, kappa "
+                  f"{row['kappa_greedy']:.2f} / {row['kappa_t07']:.2f} ({entry['seconds']:.0f} s)", flush=True)
+            out = write_report(a.out, results, markdown(results))  # after every point: a cut run keeps what it has
+    plot(results, out.with_suffix(".png"))
+    print(markdown(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
