@@ -8,7 +8,8 @@ Stage 1 decides the prior (the strong base has practised tool calls in its own d
 base never has); the cold start (stage 2: ParaVT-format tool traces, direct answers, caption
 rehearsal) teaches both the same grammar. Its length is the knob: L = 0 is the base itself. Each
 (prior, L) is built once into --build-dir (a rerun reuses finished builds) with the stage-2 settings
-given here (batch, lr) and the gpu preset's stage-2 data, then rolled out on --episodes validation
+given here (batch, lr; warm-up over the first half of the steps, as in the shipped 200-step cold
+start) and the gpu preset's stage-2 data, then rolled out on --episodes validation
 episodes greedy and at T = 0.7 with the oracle sub-agent (the same rollouts and summaries as
 benchmarks/prior.py). Writes <--out>.json, .md (one row per prior and L, with the paper's targets)
 and .png (format greedy vs T = 0.7 and kappa against L, one panel per prior).
@@ -40,7 +41,8 @@ def build(prior: str, base: str, steps: int, a) -> str:
     args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
                            "--stage1-frame", "0", "--stage1-caption", "0", "--stage1-direct", "0",
                            "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
-                           "--stage2-lr", str(a.stage2_lr), "--batch-size", str(a.batch_size),
+                           "--stage2-lr", str(a.stage2_lr), "--warmup", str(max(1, steps // 2)),
+                           "--batch-size", str(a.batch_size),
                            "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
                            "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
                            "--progress", "false",
