@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.lmm.policy import TransformersPolicy
+from agents.lmm.policy import MAX_STATIC_CACHES, TransformersPolicy
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, load_checkpoint, save_checkpoint
 from agents.lmm.tokenizer import STRUCTURAL_TAGS, build_tokenizer
 
@@ -114,6 +114,9 @@ def test_static_kv_cache_samples_the_same_tokens_and_logprobs(tok, policy):
     assert caches[3] is caches[1]  # kept and reused: the same tensors (addresses) for a replayed graph
     longer = static.generate(convs, temperature=0.7, max_new_tokens=300, seed=3, stop=("e",))  # another block
     assert len(static._static_caches) == 2 and all(c.finish_reason in ("eos", "stop", "length") for c in longer)
+    for n in range(1, 6):  # turns shrink the batch: at most MAX_STATIC_CACHES are kept, the oldest dropped first
+        static.generate(convs[:1] * n, temperature=0.0, max_new_tokens=4, seed=3)
+    assert [batch for batch, _ in static._static_caches] == [2, 3, 4, 5] == list(range(2, 2 + MAX_STATIC_CACHES))
     for temperature in (0.0, 0.7):
         a = policy.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))
         b = static.generate(convs, temperature=temperature, max_new_tokens=20, seed=3, stop=("e",))

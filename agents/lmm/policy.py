@@ -23,6 +23,7 @@ of TRL/verl. `completion_logprobs` defaults to the temperature each completion w
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -115,6 +116,8 @@ class _RecordLogprobs(LogitsProcessor):
 
 
 STATIC_CACHE_BLOCK = 256  # static KV caches are sized in blocks of tokens, so nearby lengths share one
+MAX_STATIC_CACHES = 4  # kept caches (one per batch size and block); rollout turns shrink the batch, and at
+                       # real-model sizes each cache holds GBs, so the least recently used one goes
 
 
 class _StopOnStrings(StoppingCriteria):
@@ -186,7 +189,8 @@ class TransformersPolicy:
     decoding forward on a GPU (torch.compile "reduce-overhead": CUDA graphs); the same tokens and
     log-probs. One cache per batch size and length block (prompt + new tokens rounded up to
     STATIC_CACHE_BLOCK) is kept and reused across calls, so its tensors keep their addresses and a
-    recorded graph can replay; each new batch size or block compiles once more.
+    recorded graph can replay (at most MAX_STATIC_CACHES, least recently used dropped first); each
+    new batch size or block compiles once more.
     benchmarks/speed_generation_scale.py measures it.
     """
 
@@ -196,7 +200,7 @@ class TransformersPolicy:
         if generation_cache not in ("dynamic", "static"):
             raise ValueError(f"generation_cache must be 'dynamic' or 'static', not {generation_cache!r}")
         self.generation_cache = generation_cache
-        self._static_caches: dict[tuple[int, int], object] = {}
+        self._static_caches: OrderedDict[tuple[int, int], object] = OrderedDict()
         if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
             from agents.lmm.tiny_qwen import load_checkpoint
             model, tok, proc = load_checkpoint(str(model_dir_or_model), device=device, dtype=dtype)
@@ -414,15 +418,18 @@ class TransformersPolicy:
 
     def _static_cache(self, batch_size: int, length: int):
         """The kept StaticCache for this batch size and length block, emptied for a new call."""
-        capacity = -(-length // STATIC_CACHE_BLOCK) * STATIC_CACHE_BLOCK
-        cache = self._static_caches.get((batch_size, capacity))
+        key = (batch_size, -(-length // STATIC_CACHE_BLOCK) * STATIC_CACHE_BLOCK)
+        cache = self._static_caches.get(key)
         if cache is None:
             from transformers import StaticCache
 
-            cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=capacity)
-            self._static_caches[(batch_size, capacity)] = cache
+            cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
+            self._static_caches[key] = cache
+            while len(self._static_caches) > MAX_STATIC_CACHES:
+                self._static_caches.popitem(last=False)
         else:
             cache.reset()
+            self._static_caches.move_to_end(key)
         return cache
 
     # ------------------------------------------------------------------ training
