@@ -1,4 +1,4 @@
-"""Rollout generation of real-size language models on one GPU: stock `generate` vs static KV cache + compiled decoding.
+"""Rollout generation of real-size language models on one GPU: stock `generate` vs static KV caches, compiled or graphed.
 
     # one H200, the Qwen2.5-VL-3B and -7B language-model shapes, random bf16 weights:
     python benchmarks/speed_generation_scale.py --shapes 3b,7b --out benchmarks/results/gpu/speed_generation_scale
@@ -16,7 +16,11 @@ the KV cache only:
   static           the same with one StaticCache kept and reset across calls (what
                    TransformersPolicy(generation_cache="static") and --rollout-backend hf-static do),
                    so a recorded graph finds its cache at the same addresses.
-The first call of each pays the compilation and is left out of the timing.
+Two more are not `generate` but agents.lmm.graph_decode's loop (same sampling operations, same log-prob
+record), as TransformersPolicy(generation_cache="graph") and --rollout-backend hf-graph run it:
+  graph            a kept StaticCache, the decode forward recorded once as a CUDA graph and replayed;
+  graph-eager      the same loop with the decode forward run eagerly (what the graph alone buys).
+The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 
 Log-probs: for the timed batch, the recorded behaviour log-probs are compared with a training
@@ -57,6 +61,14 @@ def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
 def sample(model, prompts, args, cache: str, seed: int, kept: dict):
     from transformers import CompileConfig, GenerationConfig, StaticCache
 
+    if cache in ("graph", "graph-eager"):
+        from agents.lmm.graph_decode import KeptCaches, sample as graph_sample
+
+        kept.setdefault("graph", KeptCaches(model))
+        torch.manual_seed(seed)
+        return graph_sample(model, kept["graph"], {"input_ids": prompts, "attention_mask": torch.ones_like(prompts)},
+                            max_new_tokens=args.new_tokens, temperature=args.temperature, pad_id=0,
+                            use_graph=cache == "graph" and prompts.device.type == "cuda")
     recorder = _RecordLogprobs(args.temperature) if args.recorder else None
     extra, call = {}, {}
     if cache != "dynamic":
@@ -100,9 +112,10 @@ def sync(device):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="3b,7b", help="comma list of benchmarks/scale_fsdp.py SHAPES")
-    p.add_argument("--caches", default="dynamic,static-per-call,static",
+    p.add_argument("--caches", default="dynamic,static,graph-eager,graph",
                    help="dynamic (stock), static-per-call (cache_implementation='static': a new cache per call), "
-                        "static (one cache kept across calls, as TransformersPolicy(generation_cache='static'))")
+                        "static (one cache kept across calls, as TransformersPolicy(generation_cache='static')), "
+                        "graph-eager / graph (agents.lmm.graph_decode without / with CUDA graphs)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=256)

@@ -462,17 +462,18 @@ def test_benchmarks_do_not_overwrite_committed_results_by_default():
         assert 'a.out or f"benchmarks/results' not in text, f.name
 
 
-def test_hf_static_rollouts_train_like_the_default_backend(tiny_dir, tmp_path):
-    """--rollout-backend hf-static goes through the whole trainer (rollouts, update, evaluation) and,
-    the cache being the only difference, gives the default backend's run step for step."""
+@pytest.mark.parametrize("backend,cache", [("hf-static", "static"), ("hf-graph", "graph")])
+def test_kept_cache_rollouts_train_like_the_default_backend(tiny_dir, tmp_path, backend, cache):
+    """--rollout-backend hf-static / hf-graph go through the whole trainer (rollouts, update, evaluation)
+    and, the sampler's caching being the only difference, give the default backend's run step for step."""
     runs, policies = {}, {}
-    for backend in ("hf", "hf-static"):
-        res = core.train(tiny_args(tiny_dir, tmp_path / backend, rollout_backend=backend, eval_every=2))
-        runs[backend], policies[backend] = res.history, res.policy
-    assert policies["hf"].generation_cache == "dynamic" and not policies["hf"]._static_caches
-    assert policies["hf-static"].generation_cache == "static" and policies["hf-static"]._static_caches  # used
+    for name in ("hf", backend):
+        res = core.train(tiny_args(tiny_dir, tmp_path / name, rollout_backend=name, eval_every=2))
+        runs[name], policies[name] = res.history, res.policy
+    assert policies["hf"].generation_cache == "dynamic" and not len(policies["hf"].kept_caches)
+    assert policies[backend].generation_cache == cache and len(policies[backend].kept_caches)  # used
     keys = ("train/reward", "train/tool_calls_per_rollout", "train/main_tokens_per_rollout", "eval/accuracy")
-    for a, b in zip(runs["hf"], runs["hf-static"], strict=True):
+    for a, b in zip(runs["hf"], runs[backend], strict=True):
         for k in keys:
             if k in a:
                 assert a[k] == pytest.approx(b[k], abs=1e-6), k

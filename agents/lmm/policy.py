@@ -23,7 +23,6 @@ of TRL/verl. `completion_logprobs` defaults to the temperature each completion w
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -31,6 +30,8 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, LogitsProcessor, StoppingCriteria
 
+from agents.lmm import graph_decode
+from agents.lmm.graph_decode import MAX_STATIC_CACHES, KeptCaches  # noqa: F401  (MAX_STATIC_CACHES: re-exported)
 from agents.lmm.tokenizer import check_tokenizer
 
 # A turn ends at its answer. Tool calls do NOT end a turn: under parallel dispatch one turn holds
@@ -115,9 +116,7 @@ class _RecordLogprobs(LogitsProcessor):
         return torch.stack(self.steps, 1)
 
 
-STATIC_CACHE_BLOCK = 256  # static KV caches are sized in blocks of tokens, so nearby lengths share one
-MAX_STATIC_CACHES = 4  # kept caches (one per batch size and block); rollout turns shrink the batch, and at
-                       # real-model sizes each cache holds GBs, so the least recently used one goes
+GENERATION_CACHES = ("dynamic", "static", "graph")
 
 
 class _StopOnStrings(StoppingCriteria):
@@ -185,22 +184,25 @@ class TransformersPolicy:
     fast=True (default) patches a Qwen2.5-VL model with agents.lmm.fast_qwen.enable_fast_path (same
     numbers, batch-friendly) and builds pixel values in torch (pixel_values_from_frames, equal to the
     processor's); fast=False runs the stock Hugging Face code throughout (and unpatches the model).
-    generation_cache="static" samples with a preallocated KV cache, which lets `generate` compile the
-    decoding forward on a GPU (torch.compile "reduce-overhead": CUDA graphs); the same tokens and
-    log-probs. One cache per batch size and length block (prompt + new tokens rounded up to
-    STATIC_CACHE_BLOCK) is kept and reused across calls, so its tensors keep their addresses and a
-    recorded graph can replay (at most MAX_STATIC_CACHES, least recently used dropped first); each
-    new batch size or block compiles once more.
-    benchmarks/speed_generation_scale.py measures it.
+    generation_cache picks the sampler; all give the same tokens and log-probs for a seed:
+      "dynamic"  Hugging Face `generate` with its growing KV cache (the default);
+      "static"   `generate` with a preallocated KV cache, which lets it compile the decoding forward on
+                 a GPU (torch.compile "reduce-overhead");
+      "graph"    agents.lmm.graph_decode: the decode forward recorded once as a CUDA graph and replayed
+                 per token, sampling as `generate` does (on a CPU the same loop runs eagerly).
+    The static and graph samplers keep one cache per batch size and length block (prompt + new tokens
+    rounded up to graph_decode.STATIC_CACHE_BLOCK) across calls, so its tensors keep their addresses
+    and a recorded graph can replay (at most MAX_STATIC_CACHES, least recently used dropped first);
+    each new batch size or block compiles or records once more.
+    benchmarks/speed_generation_scale.py measures them.
     """
 
     def __init__(self, model_dir_or_model, tokenizer=None, image_processor=None, *,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None, require_tags: bool = True,
                  fast: bool = True, generation_cache: str = "dynamic"):
-        if generation_cache not in ("dynamic", "static"):
-            raise ValueError(f"generation_cache must be 'dynamic' or 'static', not {generation_cache!r}")
+        if generation_cache not in GENERATION_CACHES:
+            raise ValueError(f"generation_cache must be one of {GENERATION_CACHES}, not {generation_cache!r}")
         self.generation_cache = generation_cache
-        self._static_caches: OrderedDict[tuple[int, int], object] = OrderedDict()
         if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
             from agents.lmm.tiny_qwen import load_checkpoint
             model, tok, proc = load_checkpoint(str(model_dir_or_model), device=device, dtype=dtype)
@@ -219,6 +221,7 @@ class TransformersPolicy:
             (enable_fast_path if fast else disable_fast_path)(model)
         self.fast = fast
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
+        self.kept_caches = KeptCaches(model)  # used by the static and graph samplers
         self.device = torch.device(device)
         cfg = model.config
         text_cfg = getattr(cfg, "text_config", cfg)
@@ -387,16 +390,24 @@ class TransformersPolicy:
             top_p=top_p if temperature else None, top_k=0 if temperature else None,
             max_new_tokens=max_new, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
             use_cache=True, return_dict_in_generate=True)
-        cache = ({"cache": self._static_cache(len(convs), prompt_len + max_new)}
-                 if self.generation_cache == "static" else {})
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             if seed is not None:
                 torch.manual_seed(seed)
-            out = self.model.generate(**batch, generation_config=gen_cfg, **cache,
-                                      logits_processor=[recorder], stopping_criteria=[stopper])
-        gen = out.sequences[:, prompt_len:].cpu()
-        lps = recorder.finish(out.sequences[:, -1]).cpu() if gen.shape[1] else torch.zeros(len(convs), 0)
+            if self.generation_cache == "graph":
+                seqs, lps = graph_decode.sample(
+                    self.model, self.kept_caches, batch, max_new_tokens=max_new, temperature=t,
+                    do_sample=gen_cfg.do_sample, top_p=top_p, eos_ids=self.eos_ids, pad_id=self.pad_id,
+                    stopping=stopper)
+                gen, lps = seqs[:, prompt_len:].cpu(), lps.cpu()
+            else:
+                cache = ({"cache": self.kept_caches.get(len(convs), prompt_len + max_new).cache}
+                         if self.generation_cache == "static" else {})
+                out = self.model.generate(**batch, generation_config=gen_cfg, **cache,
+                                          logits_processor=[recorder], stopping_criteria=[stopper])
+                gen = out.sequences[:, prompt_len:].cpu()
+                lps = (recorder.finish(out.sequences[:, -1]).cpu() if gen.shape[1]
+                       else torch.zeros(len(convs), 0))
         results = []
         for row in range(len(convs)):
             toks = gen[row].tolist()
@@ -415,22 +426,6 @@ class TransformersPolicy:
                 temperature=t,
             ))
         return results
-
-    def _static_cache(self, batch_size: int, length: int):
-        """The kept StaticCache for this batch size and length block, emptied for a new call."""
-        key = (batch_size, -(-length // STATIC_CACHE_BLOCK) * STATIC_CACHE_BLOCK)
-        cache = self._static_caches.get(key)
-        if cache is None:
-            from transformers import StaticCache
-
-            cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
-            self._static_caches[key] = cache
-            while len(self._static_caches) > MAX_STATIC_CACHES:
-                self._static_caches.popitem(last=False)
-        else:
-            cache.reset()
-            self._static_caches.move_to_end(key)
-        return cache
 
     # ------------------------------------------------------------------ training
     def completion_logprobs(self, convs: Sequence[Conversation], completions: Sequence[Completion], *,
