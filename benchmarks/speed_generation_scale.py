@@ -19,7 +19,8 @@ the KV cache only:
 Two more are not `generate` but agents.lmm.graph_decode's loop (same sampling operations, same log-prob
 record), as TransformersPolicy(generation_cache="graph") and --rollout-backend hf-graph run it:
   graph            a kept StaticCache, the decode forward recorded once as a CUDA graph and replayed;
-  graph-eager      the same loop with the decode forward run eagerly (what the graph alone buys).
+  graph-eager      the same loop with the decode forward run eagerly (what the graph alone buys);
+  graph-compiled   the graph recorded around the torch.compile'd decode forward (inductor's fused kernels).
 The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 
@@ -61,14 +62,14 @@ def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
 def sample(model, prompts, args, cache: str, seed: int, kept: dict):
     from transformers import CompileConfig, GenerationConfig, StaticCache
 
-    if cache in ("graph", "graph-eager"):
+    if cache.startswith("graph"):
         from agents.lmm.graph_decode import KeptCaches, sample as graph_sample
 
-        kept.setdefault("graph", KeptCaches(model))
+        kept.setdefault("graph", KeptCaches(model, compile_decode=cache == "graph-compiled" and not args.tiny))
         torch.manual_seed(seed)
         return graph_sample(model, kept["graph"], {"input_ids": prompts, "attention_mask": torch.ones_like(prompts)},
                             max_new_tokens=args.new_tokens, temperature=args.temperature, pad_id=0,
-                            use_graph=cache == "graph" and prompts.device.type == "cuda")
+                            use_graph=cache != "graph-eager" and prompts.device.type == "cuda")
     recorder = _RecordLogprobs(args.temperature) if args.recorder else None
     extra, call = {}, {}
     if cache != "dynamic":
@@ -112,10 +113,11 @@ def sync(device):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="3b,7b", help="comma list of benchmarks/scale_fsdp.py SHAPES")
-    p.add_argument("--caches", default="dynamic,static,graph-eager,graph",
+    p.add_argument("--caches", default="dynamic,static,graph-eager,graph,graph-compiled",
                    help="dynamic (stock), static-per-call (cache_implementation='static': a new cache per call), "
                         "static (one cache kept across calls, as TransformersPolicy(generation_cache='static')), "
-                        "graph-eager / graph (agents.lmm.graph_decode without / with CUDA graphs)")
+                        "graph-eager / graph / graph-compiled (agents.lmm.graph_decode without / with CUDA graphs, "
+                        "with graphs around the compiled decode forward)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=256)

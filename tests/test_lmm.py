@@ -123,7 +123,7 @@ def test_kept_cache_samplers_give_the_same_tokens_and_logprobs(tok, policy, samp
     assert len(kept.kept_caches) == 2 and all(c.finish_reason in ("eos", "stop", "length") for c in longer)
     for n in range(1, 6):  # turns shrink the batch: at most MAX_STATIC_CACHES are kept, the oldest dropped first
         kept.generate(convs[:1] * n, temperature=0.0, max_new_tokens=4, seed=3)
-    assert [batch for batch, _ in kept.kept_caches.entries] == [2, 3, 4, 5] == list(range(2, 2 + MAX_STATIC_CACHES))
+    assert [key[0] for key in kept.kept_caches.entries] == [2, 3, 4, 5] == list(range(2, 2 + MAX_STATIC_CACHES))
     text_only = [policy.start([msgs[0], {"role": "user", "content": q}]) for q in ("short", "a much longer question")]
     for batch, temperature, top_p in ((convs, 0.0, 1.0), (convs, 0.7, 1.0), (convs, 1.3, 0.8), (text_only, 0.7, 1.0)):
         a = policy.generate(batch, temperature=temperature, top_p=top_p, max_new_tokens=20, seed=3, stop=("e",))
@@ -324,7 +324,8 @@ def test_multi_turn_conversation_logprobs(policy):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device (run on the GPU machine)")
-def test_graph_sampler_replays_cuda_graphs_that_follow_the_weights(tok):
+@pytest.mark.parametrize("sampler", ["graph", "graph-compiled"])
+def test_graph_sampler_replays_cuda_graphs_that_follow_the_weights(tok, sampler):
     """On a GPU the graph sampler records the decode step once and replays it: tokens and log-probs
     equal `generate`'s (fp32 and under bf16 autocast), a second call replays the kept graph, and
     after an in-place weight update (an optimizer step) the replayed graph sees the new weights."""
@@ -332,15 +333,15 @@ def test_graph_sampler_replays_cuda_graphs_that_follow_the_weights(tok):
 
     model = build_tiny_model(tok, seed=0).cuda()
     stock = TransformersPolicy(model, tok, device="cuda")
-    graphed = TransformersPolicy(model, tok, stock.image_processor, device="cuda", generation_cache="graph")
+    graphed = TransformersPolicy(model, tok, stock.image_processor, device="cuda", generation_cache=sampler)
     msgs = episode_messages()
     convs = [stock.start(msgs[:2]) for _ in range(3)] + [stock.start([msgs[0], {"role": "user", "content": "short"}])]
     recorded = []
     real_step = graph_decode._decode_step
 
-    def spy(model, entry, slot, use_graph, pool):
-        recorded.append((use_graph, entry.graph))
-        return real_step(model, entry, slot, use_graph, pool)
+    def spy(kept, entry, slot, weights_at):
+        recorded.append((weights_at is not None, entry.graph))
+        return real_step(kept, entry, slot, weights_at)
 
     graph_decode._decode_step = spy
     try:
@@ -365,3 +366,4 @@ def test_graph_sampler_replays_cuda_graphs_that_follow_the_weights(tok):
     assert all(use for use, _ in recorded)
     graphs = {id(g) for _, g in recorded if g is not None}
     assert len(graphs) == 2, "one graph recorded for fp32 (replayed across calls and the update), one for autocast"
+    assert [key[2] for key in graphed.kept_caches.entries] == [None, torch.bfloat16]  # a cache per dtype

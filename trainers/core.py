@@ -94,9 +94,11 @@ class GRPOArgs:
     rollout_backend: str = arg("hf", "who samples the rollouts: hf (Hugging Face generate on the trained model), "
                                      "hf-static (the same with a static KV cache: compiled decoding on a GPU), "
                                      "hf-graph (a static KV cache and the decode step replayed as a CUDA graph on a "
-                                     "GPU, agents/lmm/graph_decode.py; see benchmarks/speed_generation_scale.py) or "
+                                     "GPU, agents/lmm/graph_decode.py), hf-graph-compiled (the same around the "
+                                     "torch.compile'd decode step: fastest after ~20 s of compiling; see "
+                                     "benchmarks/speed_generation_scale.py) or "
                                      "vllm (a vLLM engine in the same process, weights synced after every update; "
-                                     "single process only; see agents/lmm/vllm_policy.py)", ("hf", "hf-static", "hf-graph", "vllm"))
+                                     "single process only; see agents/lmm/vllm_policy.py)", ("hf", "hf-static", "hf-graph", "hf-graph-compiled", "vllm"))
     fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
                             "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
                             "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
@@ -807,8 +809,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     model_path = resolve_model(args)
     if dist.world > 1 and dist.main:
         torch.distributed.barrier()
-    policy = load_policy(model_path, device, {"hf-static": "static", "hf-graph": "graph"}.get(args.rollout_backend,
-                                                                                             "dynamic"))
+    policy = load_policy(model_path, device, args.rollout_backend.removeprefix("hf-")
+                         if args.rollout_backend.startswith("hf-") else "dynamic")
     model = policy.model
     ref_model = None
     if args.kl_coef != 0:

@@ -39,28 +39,43 @@ class KeptDecoder:
     cache: object
     batch_size: int
     length: int
+    autocast: torch.dtype | None            # the autocast dtype the cache (and graph) were made under
     ids: torch.Tensor | None = None        # (batch, 1) the token being fed
     positions: torch.Tensor | None = None  # (batch, 1) its position
     mask: torch.Tensor | None = None       # (batch, 1, 1, length) additive: 0 over visible slots
     logits: torch.Tensor | None = None     # (batch, vocab) the graph's output
     graph: object = None
-    recorded_for: tuple = field(default=())  # weight addresses and autocast when recorded; changed -> record again
+    recorded_for: tuple = field(default=())  # weight addresses when recorded; moved weights -> record again
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype | None:
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
 class KeptCaches:
-    """Least-recently-used StaticCaches of one model, one per (batch size, length block)."""
+    """Least-recently-used StaticCaches of one model, one per (batch size, length block, autocast dtype):
+    a cache takes the dtype of its first keys, so fp32 and bf16-autocast calls need their own.
 
-    def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK):
+    compile_decode=True runs the decode forward through torch.compile (inductor's fused kernels, no
+    CUDA graphs of its own) before it is recorded: fewer, larger kernels in the graph. Its attention is
+    _decode_sdpa: traced, transformers' SDPA attention copies the grouped key/value heads of the whole
+    cache for every query head, which at 3B cost more than the fusion saved. The first shape compiles
+    for itself, the second once more for any shape (torch's automatic dynamic shapes)."""
+
+    def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK,
+                 compile_decode: bool = False):
         self.model, self.max_kept, self.block = model, max_kept, block
-        self.entries: OrderedDict[tuple[int, int], KeptDecoder] = OrderedDict()
+        self.entries: OrderedDict[tuple, KeptDecoder] = OrderedDict()
         self.graph_pool = None
+        self.compiled = compile_decode
+        self.decode_forward = torch.compile(_decode_forward) if compile_decode else _decode_forward
 
     def __len__(self):
         return len(self.entries)
 
     def get(self, batch_size: int, length: int) -> KeptDecoder:
         """The kept entry for this batch size and length (rounded up to a block), its cache emptied."""
-        key = (batch_size, -(-length // self.block) * self.block)
+        key = (batch_size, -(-length // self.block) * self.block, _autocast_dtype(self.model.device.type))
         entry = self.entries.get(key)
         if entry is None:
             from transformers import StaticCache
@@ -75,9 +90,41 @@ class KeptCaches:
         return entry
 
 
-def _recording_state(model) -> tuple:
-    autocast = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
-    return autocast, tuple(p.data_ptr() for p in model.parameters())
+_DECODE_ATTENTION = "paravt_decode_sdpa"
+
+
+def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """transformers' SDPA attention, except that one query token attends per group of heads straight on
+    the cache's key/value heads (what transformers itself does for one token, but only outside
+    torch.compile: traced, it repeats the whole cache's key/value heads for every query head)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.shape[2] != 1 or groups == 1 or dropout:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    batch, heads, _, dim = query.shape
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query.reshape(batch, heads // groups, groups, dim), key, value, attn_mask=attention_mask, scale=scaling)
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
+
+
+@contextlib.contextmanager
+def _attention_for_compile(model, compiled: bool):
+    """While a compiled decode forward is traced, the model's SDPA attention is _decode_sdpa."""
+    config = model.config.get_text_config(decoder=True)
+    if not compiled or config._attn_implementation != "sdpa":
+        yield
+        return
+    from transformers import AttentionInterface
+
+    if _DECODE_ATTENTION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(_DECODE_ATTENTION, _decode_sdpa)
+    config._attn_implementation = _DECODE_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = "sdpa"
 
 
 def _set_cache_length(cache, n: int):
@@ -91,29 +138,32 @@ def _decode_forward(model, entry: KeptDecoder) -> torch.Tensor:
     return out.logits[:, -1]
 
 
-def _decode_step(model, entry: KeptDecoder, slot: int, use_graph: bool, pool) -> torch.Tensor:
-    """Logits for the tokens in entry.ids written at cache slot `slot` (a view of a kept buffer
-    when graphed: read it before the next step)."""
-    if not use_graph:
-        return _decode_forward(model, entry)
-    state = _recording_state(model)
-    if entry.graph is None or entry.recorded_for != state:
+def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tuple | None) -> torch.Tensor:
+    """Logits for the tokens in entry.ids written at cache slot `slot`. weights_at=None runs eagerly;
+    else the entry's graph replays (recorded first when missing or the weights moved), and the result
+    is a view of a kept buffer: read it before the next step."""
+    if weights_at is None:
+        with _attention_for_compile(kept.model, kept.compiled):
+            return kept.decode_forward(kept.model, entry)
+    if entry.graph is None or entry.recorded_for != weights_at:
         # Autocast's cache of cast weights is freed when its context closes: a graph must not keep
         # pointers into it, so a graph recorded under autocast casts inside itself.
-        autocast = (torch.autocast("cuda", dtype=state[0], cache_enabled=False) if state[0] is not None
+        autocast = (torch.autocast("cuda", dtype=entry.autocast, cache_enabled=False) if entry.autocast is not None
                     else contextlib.nullcontext())
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream), autocast:  # warm-up off the capture: lazy inits, cuBLAS workspaces
-            for _ in range(2):
-                _decode_forward(model, entry)
-                _set_cache_length(entry.cache, slot)  # each run advanced the cache; the slot is rewritten
-        torch.cuda.current_stream().wait_stream(stream)
-        entry.graph = None
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool), autocast:
-            entry.logits = _decode_forward(model, entry)
-        entry.graph, entry.recorded_for = graph, state
+        attention = _attention_for_compile(kept.model, kept.compiled)
+        with attention:
+            with torch.cuda.stream(stream), autocast:  # warm-up off the capture: compilation, lazy inits, workspaces
+                for _ in range(2):
+                    kept.decode_forward(kept.model, entry)
+                    _set_cache_length(entry.cache, slot)  # each run advanced the cache; the slot is rewritten
+            torch.cuda.current_stream().wait_stream(stream)
+            entry.graph = None
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=kept.graph_pool), autocast:
+                entry.logits = kept.decode_forward(kept.model, entry)
+        entry.graph, entry.recorded_for = graph, weights_at
         _set_cache_length(entry.cache, slot)
     entry.graph.replay()
     return entry.logits
@@ -134,6 +184,7 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     use_graph = device.type == "cuda" if use_graph is None else use_graph
     if use_graph and kept.graph_pool is None:
         kept.graph_pool = torch.cuda.graph_pool_handle()
+    weights_at = tuple(p.data_ptr() for p in model.parameters()) if use_graph else None
     n_rows, prompt_len = input_ids.shape
     entry = kept.get(n_rows, prompt_len + max_new_tokens)
     if entry.ids is None:
@@ -170,7 +221,7 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
             entry.ids.copy_(sequences[:, -1:])
             entry.positions.copy_(next_position + (step - 1))
             entry.mask[:, 0, 0, prompt_len + step - 1] = 0.0
-            logits = _decode_step(model, entry, prompt_len + step - 1, use_graph, kept.graph_pool)
+            logits = _decode_step(kept, entry, prompt_len + step - 1, weights_at)
         scores = logits.to(dtype=torch.float32, copy=True)
         logprob_table = torch.log_softmax(scores / temperature, dim=-1)
         if do_sample:

@@ -116,7 +116,7 @@ class _RecordLogprobs(LogitsProcessor):
         return torch.stack(self.steps, 1)
 
 
-GENERATION_CACHES = ("dynamic", "static", "graph")
+GENERATION_CACHES = ("dynamic", "static", "graph", "graph-compiled")
 
 
 class _StopOnStrings(StoppingCriteria):
@@ -189,7 +189,9 @@ class TransformersPolicy:
       "static"   `generate` with a preallocated KV cache, which lets it compile the decoding forward on
                  a GPU (torch.compile "reduce-overhead");
       "graph"    agents.lmm.graph_decode: the decode forward recorded once as a CUDA graph and replayed
-                 per token, sampling as `generate` does (on a CPU the same loop runs eagerly).
+                 per token, sampling as `generate` does (on a CPU the same loop runs eagerly);
+      "graph-compiled"  the same with the decode forward compiled (torch.compile, inductor) before it
+                 is recorded: fewer kernels per token, ~20 s of compilation for the first two shapes.
     The static and graph samplers keep one cache per batch size and length block (prompt + new tokens
     rounded up to graph_decode.STATIC_CACHE_BLOCK) across calls, so its tensors keep their addresses
     and a recorded graph can replay (at most MAX_STATIC_CACHES, least recently used dropped first);
@@ -221,7 +223,7 @@ class TransformersPolicy:
             (enable_fast_path if fast else disable_fast_path)(model)
         self.fast = fast
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
-        self.kept_caches = KeptCaches(model)  # used by the static and graph samplers
+        self.kept_caches = KeptCaches(model, compile_decode=generation_cache == "graph-compiled")  # static, graph*
         self.device = torch.device(device)
         cfg = model.config
         text_cfg = getattr(cfg, "text_config", cfg)
@@ -394,7 +396,7 @@ class TransformersPolicy:
         with torch.random.fork_rng(devices=cuda):
             if seed is not None:
                 torch.manual_seed(seed)
-            if self.generation_cache == "graph":
+            if self.generation_cache.startswith("graph"):
                 seqs, lps = graph_decode.sample(
                     self.model, self.kept_caches, batch, max_new_tokens=max_new, temperature=t,
                     do_sample=gen_cfg.do_sample, top_p=top_p, eos_ids=self.eos_ids, pad_id=self.pad_id,

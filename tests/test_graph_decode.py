@@ -1,0 +1,56 @@
+"""agents.lmm.graph_decode on a CPU: the decode attention used under torch.compile, and the compiled
+decode loop against the eager one. (The CUDA-graph replay itself: tests/test_lmm.py, on a GPU.)"""
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from agents.lmm import graph_decode
+
+
+def grouped_model(seed=0):
+    """A small Qwen2 language model whose attention groups 4 query heads per key/value head."""
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
+                      num_key_value_heads=2, vocab_size=300, max_position_embeddings=512)
+    cfg._attn_implementation = "sdpa"
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def test_decode_attention_equals_transformers_sdpa_for_one_query_token():
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    model = grouped_model()
+    module = model.model.layers[0].self_attn
+    g = torch.Generator().manual_seed(1)
+    query = torch.randn(3, 8, 1, 8, generator=g)
+    key, value = torch.randn(3, 2, 20, 8, generator=g), torch.randn(3, 2, 20, 8, generator=g)
+    mask = torch.zeros(3, 1, 1, 20)
+    mask[0, ..., :5] = torch.finfo(mask.dtype).min  # a left-padded row
+    mask[:, ..., 15:] = torch.finfo(mask.dtype).min  # cache slots not written yet
+    ours, _ = graph_decode._decode_sdpa(module, query, key, value, mask, scaling=module.scaling)
+    stock, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=module.scaling)
+    assert ours.shape == stock.shape == (3, 1, 8, 8)
+    torch.testing.assert_close(ours, stock)
+    # more than one query token (a prefill) is transformers' own path
+    q2 = torch.randn(3, 8, 4, 8, generator=g)
+    torch.testing.assert_close(graph_decode._decode_sdpa(module, q2, key, value, None, scaling=module.scaling)[0],
+                               sdpa_attention_forward(module, q2, key, value, None, scaling=module.scaling)[0])
+
+
+def test_compiled_decode_samples_what_the_eager_loop_samples():
+    """compile_decode=True changes the kernels, not the samples: same seed, same tokens, log-probs
+    within float tolerance, left padding included; the model's attention setting is restored."""
+    model = grouped_model()
+    ids = torch.randint(1, 300, (3, 12), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # left padding
+    runs = []
+    for compiled in (False, True):
+        kept = graph_decode.KeptCaches(model, compile_decode=compiled)
+        torch.manual_seed(7)
+        runs.append(graph_decode.sample(model, kept, {"input_ids": ids, "attention_mask": mask}, max_new_tokens=6,
+                                        temperature=0.8))
+    (eager_seqs, eager_lps), (compiled_seqs, compiled_lps) = runs
+    assert torch.equal(eager_seqs, compiled_seqs) and eager_seqs.shape == (3, 18)
+    torch.testing.assert_close(eager_lps, compiled_lps, atol=1e-4, rtol=0)
+    assert model.config._attn_implementation == "sdpa"
