@@ -11,7 +11,7 @@ R=${R:-benchmarks/results/gpu}
 mkdir -p "$R" runs/gpu
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 PY=${PY:-python3}
-CUDA_VISIBLE_DEVICES=0 timeout ${GEN_SECONDS:-290} $PY benchmarks/speed_generation_scale.py --shapes 3b,7b --caches dynamic,static \
+CUDA_VISIBLE_DEVICES=0 timeout ${GEN_SECONDS:-290} $PY benchmarks/speed_generation_scale.py --shapes 3b,7b --caches dynamic,graph,graph-compiled \
   --repeats 1 --out "$R/speed_generation_scale" > runs/gpu/speed_generation_scale.log 2>&1 &
 ( CUDA_VISIBLE_DEVICES=1 timeout ${TRL_SECONDS:-170} $PY benchmarks/speed_trl.py --steps 4 --rounds 2 \
     --out "$R/speed_trl" > runs/gpu/speed_trl.log 2>&1

@@ -16,8 +16,9 @@ the KV cache only:
   static           the same with one StaticCache kept and reset across calls (what
                    TransformersPolicy(generation_cache="static") and --rollout-backend hf-static do),
                    so a recorded graph finds its cache at the same addresses.
-Two more are not `generate` but agents.lmm.graph_decode's loop (same sampling operations, same log-prob
-record), as TransformersPolicy(generation_cache="graph") and --rollout-backend hf-graph run it:
+Three more are not `generate` but agents.lmm.graph_decode's loop (same sampling operations, same log-prob
+record), as TransformersPolicy(generation_cache="graph" / "graph-compiled") and --rollout-backend
+hf-graph / hf-graph-compiled run it:
   graph            a kept StaticCache, the decode forward recorded once as a CUDA graph and replayed;
   graph-eager      the same loop with the decode forward run eagerly (what the graph alone buys);
   graph-compiled   the graph recorded around the torch.compile'd decode forward (inductor's fused kernels).

@@ -145,13 +145,14 @@ def test_generation_scale_benchmark_runs_on_the_tiny_shape(tmp_path):
         "speed_generation_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "speed_generation_scale.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    res = bench.main(["--tiny", "--out", str(tmp_path / "gen")])
+    caches = "dynamic,static-per-call,static,graph-eager,graph,graph-compiled"
+    res = bench.main(["--tiny", "--caches", caches, "--out", str(tmp_path / "gen")])
     rows = res["shapes"]["tiny"]
-    assert set(rows) == {"dynamic", "static-per-call", "static"}
+    assert set(rows) == set(caches.split(","))
     for r in rows.values():
         assert r["tokens_per_second"] > 0 and r["logprob_abs_diff_max"] < 1e-4  # fp32 on CPU: recorder == forward
     assert json.loads((tmp_path / "gen.json").read_text())["shapes"]["tiny"]["static"]["seconds"] > 0
-    assert "| tiny | static |" in (tmp_path / "gen.md").read_text()
+    assert "| tiny | static |" in (tmp_path / "gen.md").read_text() and "| tiny | graph |" in (tmp_path / "gen.md").read_text()
 
 
 def test_greedy_generation(policy):
