@@ -63,11 +63,18 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
          --stage1-caption 30000 --stage1-direct 40000 --stage1-tool 24000                 ~3,000 steps
     v5c  the same with --stage1-frame 30000 --stage1-caption 40000 --stage2-lr 4e-4       ~1,000 steps
 
+    v5d_weak  the shipped weak cold start: v5c's weak stage-1 weights (``<v5c>/weak/base``) + 10
+              stage-2 steps of batch 64 at lr 4e-4 (the weak_L10 build of benchmarks/cold_start_length.py:
+              ``--init-from <v5c>/weak/base --stage1-steps 0 --stage2-steps 10 --batch-size 64``);
+              the 200-step one taught the seeing weak model to call tools (kappa 1.9), 10 steps keep
+              the weak base's habit (kappa 0.00, format 1.00)
+
     validation (benchmarks/perception.py on the GPU), strong / weak:
                           frame F1     crop F1      direct answers (overview shows it)
       v5a                 0.96 / 0.98  0.97 / 0.95  0.20 / 0.18
       v5b                 0.89 / 0.99  0.86 / 0.90  0.40 / 0.16
-      v5c (shipped v5)    0.92 / 0.98  0.91 / 0.91  0.47 / 0.17
+      v5c (shipped strong) 0.92 / 0.98  0.91 / 0.91  0.47 / 0.17
+      v5d_weak (shipped weak)     0.95         0.91         0.23
     Perception came from more stage-1 steps; answers from ``--answer-weight`` and more answer data
     (one token in ~100 decides an answer). Stage 2 at 1e-3 costs caption F1 (v5b); at 4e-4 it
     keeps it. Continue with ``--init-from DIR/{prior}/cold_start``.
