@@ -165,6 +165,8 @@ def main(argv=None):
                            "logprob_abs_diff_mean": float(diff.mean()), "logprob_abs_diff_max": float(diff.max()),
                            "peak_memory_gb": (torch.cuda.max_memory_allocated(device) / 2**30
                                               if device.type == "cuda" else None)}
+            if "graph" in kept and kept["graph"].graphs_failed:  # the row timed eager decoding, say so
+                rows[cache]["graph_recording_failed"] = kept["graph"].graphs_failed
             print(shape, cache, rows[cache], flush=True)
         if "dynamic" in rows:
             for r in rows.values():

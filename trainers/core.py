@@ -392,10 +392,14 @@ def setup_distributed(device_arg: str) -> tuple[Dist, torch.device]:
 def suppress_tokens(model, token_ids: Sequence[int]):
     """The policy's action space excludes `token_ids` (their logits -> -1e9 in every forward, for
     sampling and training alike, so behaviour and training log-probs stay consistent)."""
-    idx = torch.tensor(sorted(set(int(t) for t in token_ids)), dtype=torch.long)
+    ids = sorted(set(int(t) for t in token_ids))
+    on_device: dict[torch.device, torch.Tensor] = {}  # one copy per device: no host-to-device copy per
+                                                       # forward (a CUDA graph cannot record one)
 
     def hook(module, inputs, output):
-        return output.index_fill(-1, idx.to(output.device), -1e9)
+        if output.device not in on_device:
+            on_device[output.device] = torch.tensor(ids, dtype=torch.long, device=output.device)
+        return output.index_fill(-1, on_device[output.device], -1e9)
 
     return model.get_output_embeddings().register_forward_hook(hook)
 

@@ -21,6 +21,7 @@ tokens; a Qwen-VL model adds the M-RoPE offset (`rope_deltas`) its prefill compu
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class KeptCaches:
         self.model, self.max_kept, self.block = model, max_kept, block
         self.entries: OrderedDict[tuple, KeptDecoder] = OrderedDict()
         self.graph_pool = None
+        self.graphs_failed: str | None = None  # why recording failed, once it has (then decoding is eager)
         self.compiled = compile_decode
         self.decode_forward = torch.compile(_decode_forward) if compile_decode else _decode_forward
 
@@ -161,8 +163,15 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
             torch.cuda.current_stream().wait_stream(stream)
             entry.graph = None
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=kept.graph_pool), autocast:
-                entry.logits = kept.decode_forward(kept.model, entry)
+            try:
+                with torch.cuda.graph(graph, pool=kept.graph_pool), autocast:
+                    entry.logits = kept.decode_forward(kept.model, entry)
+            except RuntimeError as err:  # something in the forward cannot be recorded: decode eagerly
+                kept.graphs_failed = str(err).splitlines()[0]
+                warnings.warn(f"recording the decode step as a CUDA graph failed ({kept.graphs_failed}); "
+                              "decoding without graphs from now on", RuntimeWarning, stacklevel=3)
+                _set_cache_length(entry.cache, slot)
+                return kept.decode_forward(kept.model, entry)
         entry.graph, entry.recorded_for = graph, weights_at
         _set_cache_length(entry.cache, slot)
     entry.graph.replay()
@@ -182,6 +191,7 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
     device = input_ids.device
     use_graph = device.type == "cuda" if use_graph is None else use_graph
+    use_graph = use_graph and kept.graphs_failed is None
     if use_graph and kept.graph_pool is None:
         kept.graph_pool = torch.cuda.graph_pool_handle()
     weights_at = tuple(p.data_ptr() for p in model.parameters()) if use_graph else None
