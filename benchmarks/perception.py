@@ -13,6 +13,7 @@ Measured (``agents.lmm.perception`` defines every number; world settings = the c
 | ``crop_object_f1``   | crops sampled as the env samples a tool call's window (1 fps, the checkpoint's crop size), the sub-agent prompt; a needle counts only with its first and last time each within one crop frame |
 | ``visible_evidence_accuracy`` | needle, needle_attribute and global questions at a K whose overview shows the evidence, tools forbidden: answered from the overview |
 | ``tool_gain_k4``     | K = 4, needle and needle_attribute: accuracy calling tools (the model is its own sub-agent) minus accuracy with tools forbidden, same episodes |
+| ``reading_accuracy`` | the same episodes, the first turn given (the oracle agent's calls on the evidence windows) and the crops summarised truthfully (the world's captions): accuracy answering from those tool responses, tools forbidden |
 
 "Tools forbidden": the tool-call tags are suppressed and a turn that has not answered by its
 ``</think>`` is continued from ``</think>\n<answer>``, so it always answers (a bare ban would
@@ -29,6 +30,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -101,6 +103,15 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
         log(f"tool gain at K=4: {g['gain']:+.3f} (with {res['details']['tool_gain_k4']['with_tools']['accuracy']:.3f}, "
             f"without {res['details']['tool_gain_k4']['without_tools']['accuracy']:.3f}, n={g['n']}, "
             f"{time.time() - t:.0f} s)")
+        t = time.time()
+        reading = play(policy, wc, items, budgets=tb, forbid_tools=True, subagent="oracle",
+                       oracle_first_turn_given=True, batch_size=batch_size, seed=seed)
+        r = accuracy_summary(reading, NEEDLE_FAMILIES)
+        answers = Counter(str(x["answer"]) for x in reading)
+        res["reading_accuracy"] = r["accuracy"]
+        res["details"]["reading"] = dict(r, answers=dict(answers.most_common()))
+        log(f"reading truthful tool responses after the right calls: accuracy {r['accuracy']:.3f} (n={r['n']}, "
+            f"{time.time() - t:.0f} s); most given answers {answers.most_common(4)}")
     return res
 
 
@@ -138,6 +149,11 @@ def markdown(results: dict) -> str:
             s = g[key]
             rows.append((f"... accuracy {label}, tool calls/ep {s['tool_calls']:.2f}", s["accuracy"], s["accuracy_ci"], s["n"], ""))
             rows += [(f"...... {f}", x["accuracy"], x["accuracy_ci"], x["n"], "") for f, x in s["by_family"].items()]
+    if "reading" in d:
+        r = d["reading"]
+        rows.append(("reading: answers after the right calls, truthful crop captions", r["accuracy"], r["accuracy_ci"],
+                     r["n"], ""))
+        rows += [(f"... {f}", x["accuracy"], x["accuracy_ci"], x["n"], "") for f, x in r["by_family"].items()]
     took = f" Measured on {results['device']} in {results['seconds']:.0f} s." if "seconds" in results else ""
     lines = [f"Perception of `{results['checkpoint']}` (validation split, greedy; frames {results['frame_size'][0]} px, "
              f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}).{took}", "",

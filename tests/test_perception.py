@@ -119,6 +119,32 @@ def test_forbidden_tools_means_one_turn_that_answers():
     assert {r["family"] for r in recs} == {"needle", "needle_attribute"}
 
 
+def test_reading_gives_the_oracle_turn_and_truthful_captions():
+    """The reading condition: the first turn is the oracle agent's calls on the evidence windows in
+    the cold start's words, its crops are summarised by the world's captions (which name the needle
+    asked about), and the model (here a random one) then has to answer, tools forbidden."""
+    from agents.lmm import TransformersPolicy, build_tiny_model, build_tokenizer
+    from agents.lmm.perception import oracle_first_turn, play
+    from paravt_env.parsing import parse_turn
+    tok = build_tokenizer()
+    policy = TransformersPolicy(build_tiny_model(tok, seed=1), tok)
+    env = WC.env("validation", nframes_gating=True, gating_budgets=(4,))
+    _, info = env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    text = oracle_first_turn(env)
+    calls = parse_turn(text).tool_calls
+    assert text.startswith("<think>\nI need a closer look.\n</think>\n<tool_call>") and calls
+    ev = env.unwrapped.episode.question.evidence
+    assert all(any(c.arguments["start_time"] <= a and b <= c.arguments["end_time"] + 1 for a, b in ev) for c in calls)
+    recs = play(policy, WC, [(0, 4), (1, 4)], budgets=(4,), forbid_tools=True, subagent="oracle",
+                oracle_first_turn_given=True, max_new_tokens=8)
+    assert [r["turns"] for r in recs] == [2, 2] and all(r["tool_calls"] >= 1 for r in recs)
+    env.step(text)
+    response = " ".join(p.get("text", "") for p in env.unwrapped.messages[-1]["content"] if isinstance(p, dict))
+    q = env.unwrapped.episode.question
+    truth = q.options[ord(q.answer) - ord("A")] if q.answer_type == "mcq" else q.answer
+    assert truth in response  # the truthful caption names what the question asks for
+
+
 def test_intervals():
     lo, hi = wilson(80, 100)
     assert lo < 0.8 < hi and 0.7 < lo and hi < 0.88
@@ -143,7 +169,8 @@ def test_benchmark_script_writes_every_key(tmp_path):
                     "--json", str(out), "--frames", "4", "--crops", "3", "--env-default-crops", "2", "--visible", "1",
                     "--tool-episodes", "1", "--batch-size", "8"], check=True, cwd=ROOT, timeout=900)
     res = json.loads(out.read_text())
-    for key in ("frame_object_f1", "crop_object_f1", "scene_accuracy", "visible_evidence_accuracy", "tool_gain_k4"):
+    for key in ("frame_object_f1", "crop_object_f1", "scene_accuracy", "visible_evidence_accuracy", "tool_gain_k4",
+                "reading_accuracy"):
         assert key in res and isinstance(res[key], float)
     assert res["details"]["frames"]["n"] == 4 and res["details"]["tool_gain_k4"]["n"] == 2
     assert "| single-frame object F1 |" in out.with_suffix(".md").read_text()

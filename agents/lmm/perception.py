@@ -15,6 +15,10 @@ held-out caption F1 logged while training). Four skills:
   tool calls forbidden (their tags suppressed), so the number is about reading the overview.
 * **the tool's pay-off**: at K = 4 on needle-type questions, accuracy when the model may call
   crop_video (answered by the model itself as sub-agent) minus accuracy with tools forbidden.
+* **reading what a tool returns**: the same episodes with the first turn given (the oracle
+  agent's calls on the evidence windows, in the cold start's words) and the crops summarised
+  truthfully (the world's captions); the model only has to answer from the tool responses, tools
+  forbidden. Separates reading from seeing and from choosing windows.
 
 Intervals: 95 %, Wilson for proportions, percentile bootstrap (seeded) for F1 and differences.
 """
@@ -28,8 +32,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents.lmm.corpus import (CaptionConfig, WorldConfig, caption_needles, caption_samples, caption_scenes,
-                               evidence_visible)
+from agents.lmm.corpus import (THINK_TOOL, CaptionConfig, WorldConfig, _decision, caption_needles, caption_samples,
+                               caption_scenes, evidence_visible, render_turn, round_windows)
 from agents.lmm.subagent import Subagent, crop_window
 from paravt_env.questions import FAMILIES
 from paravt_env.sources import Frames, SyntheticDataset
@@ -192,15 +196,27 @@ def visible_items(n_per_family: int, wc: WorldConfig, budgets: Sequence[int], *,
     return out
 
 
+def oracle_first_turn(env) -> str:
+    """The oracle agent's first turn (crop_video on the evidence windows) in the cold start's words:
+    the ParaVT dialect, the fixed tool-turn think line, whole-second windows."""
+    from agents.scripted import make_agent
+
+    u = env.unwrapped
+    windows, _ = _decision(make_agent("oracle", env, seed=0).act(u._observation(), u._info()))
+    return render_turn("paravt", THINK_TOOL, windows=round_windows(windows))
+
+
 def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: Sequence[int], forbid_tools: bool,
-         subagent: Subagent | None = None, max_new_tokens: int = 192, batch_size: int = 64,
-         split: str = "validation", temperature: float = 0.0, seed: int = 0) -> list[dict]:
+         subagent: Subagent | str | None = None, max_new_tokens: int = 192, batch_size: int = 64,
+         split: str = "validation", temperature: float = 0.0, seed: int = 0, oracle_first_turn_given: bool = False
+         ) -> list[dict]:
     """Play each (episode index, K) once, batched in lockstep: greedy main turns with the
     ``<think>\\n`` prefix (stopping at ``</answer>`` or end of turn, so a turn may hold several
     parallel calls), crops summarised by ``subagent`` in one batch per turn (default: the
-    policy itself, greedy). ``forbid_tools``: the tool-call tags are suppressed and the first turn
-    must answer (:func:`forced_answers`), so the number is the model's best answer without tools,
-    not a model derailed by a ban it was never trained on."""
+    policy itself, greedy; ``"oracle"``: the world's captions). ``forbid_tools``: the tool-call
+    tags are suppressed and a generated turn must answer (:func:`forced_answers`), so the number is
+    the model's best answer without tools, not a model derailed by a ban it was never trained on.
+    ``oracle_first_turn_given``: the first turn is :func:`oracle_first_turn`, teacher-forced."""
     subagent = subagent or Subagent(policy, frame_size=None)
     banned = VISION_TOKENS + (TOOL_TAGS if forbid_tools else ())
     records = []
@@ -217,7 +233,11 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
             while not all(done):
                 active = [j for j in range(len(chunk)) if not done[j]]
                 gen_seed = seed * 7919 + lo * 31 + turn
-                if forbid_tools:
+                if oracle_first_turn_given and turn == 0:
+                    texts = [oracle_first_turn(envs[j]) for j in active]
+                    for j, text in zip(active, texts):
+                        convs[j].append_completion(policy.completion_from_text(text))
+                elif forbid_tools:
                     texts = forced_answers(policy, [convs[j] for j in active], max_new_tokens=max_new_tokens,
                                            temperature=temperature, seed=gen_seed)
                 else:
@@ -235,8 +255,11 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     else:
                         pending.append((j, results))
                 crops = [(j, r) for j, results in pending for r in results if r.ok]
-                summaries = subagent.batch([(r.frames, envs[j].unwrapped.episode.question.prompt()) for j, r in crops],
-                                           seed=seed + turn) if crops else []
+                if subagent == "oracle":
+                    summaries = [envs[j].unwrapped.summarize([r])[0] for j, r in crops]
+                else:
+                    summaries = subagent.batch([(r.frames, envs[j].unwrapped.episode.question.prompt())
+                                                for j, r in crops], seed=seed + turn) if crops else []
                 by_id = {id(r): s for (_, r), s in zip(crops, summaries)}
                 for j, results in pending:
                     envs[j].unwrapped.deliver(results, [by_id.get(id(r), "") for r in results])
