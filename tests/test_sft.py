@@ -519,3 +519,27 @@ def test_init_from_continues_a_checkpoint_and_refuses_another_tokenizer(tmp_path
         sft.build_base(sft.parse_args(["--init-from", str(tmp_path / "other"), *common]), tok)
     with pytest.raises(SystemExit, match="not a checkpoint folder"):
         sft.build_base(sft.parse_args(["--init-from", str(tmp_path / "missing"), *common]), tok)
+
+
+def test_grounded_think_names_the_needle_the_responses_show():
+    """--grounded-think: after tool turns on needle questions the think line names the needle as the
+    tool responses name it (and it is the answer); other families keep the fixed line; the corpus
+    gets its own data key, the default key is unchanged by the new field."""
+    from agents.lmm.corpus import THINK_AFTER_TOOL, caption_objects
+    from trainers import sft
+
+    samples = build_corpus(0, 0, 30, "paravt", seed=5, wc=WorldConfig(), oracle_fraction=1.0, grounded_think=True,
+                           index_range=(3000, 6000))
+    grounded = 0
+    for s in samples:
+        last = s.assistant_texts[-1].split("</think>")[0]
+        responses = " ".join(p.get("text", "") for m in s.messages[3:] if m["role"] == "user"
+                             for p in m["content"] if isinstance(p, dict))
+        if s.meta["family"] in ("needle", "needle_attribute") and "The crops show a " in last:
+            obj = last.split("The crops show a ")[1].rstrip(".\n")
+            assert obj in caption_objects(responses) and s.meta["correct"]
+            grounded += 1
+        elif s.meta["family"] not in ("needle", "needle_attribute"):
+            assert THINK_AFTER_TOOL in last
+    assert grounded >= 5
+    assert sft.data_key(sft.Args(grounded_think=True)) != sft.data_key(sft.Args())

@@ -178,6 +178,10 @@ class Args:
     stage1_tool: int = field(default=400, metadata={"help": "stage 1: native-dialect tool traces (strong prior)"})
     stage1_episodes: int = field(default=4000, metadata={"help": "stage 1 draws train episodes [0, N), stage 2 [N, end)"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
+    grounded_think: bool = field(default=False, metadata={"help": "tool traces: the answer after tool turns first "
+                                                                  "thinks what the crops show of the question's needle "
+                                                                  "('The crops show a white star.'; "
+                                                                  "agents.lmm.corpus.grounded_after_tool)"})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
@@ -246,7 +250,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "oracle_fraction", "keep_wrong", "native_close_think_p", "stage2_tool",
+               "stage1_episodes", "oracle_fraction", "grounded_think", "keep_wrong", "native_close_think_p", "stage2_tool",
                "stage2_direct", "stage2_frame", "stage2_caption")
 
 
@@ -293,7 +297,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     only when a prior in ``priors`` (default: ``args.tool_prior``) needs native traces."""
     priors = priors or (("strong", "weak") if args.tool_prior == "both" else (args.tool_prior,))
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
-                  keep_wrong=args.keep_wrong, caption=args.caption_config())
+                  keep_wrong=args.keep_wrong, caption=args.caption_config(), grounded_think=args.grounded_think)
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p)
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
@@ -331,6 +335,8 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
+    if not d["grounded_think"]:  # added later: corpora built before it keep their key
+        del d["grounded_think"]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

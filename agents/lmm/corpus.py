@@ -145,6 +145,22 @@ def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
     return THINK_DIRECT
 
 
+def grounded_after_tool(env) -> str | None:
+    """A think line that names what the tool responses say about the question's needle, e.g.
+    "The crops show a white star." (needle and needle_attribute questions, when the responses name
+    exactly one needle that is the answer). It splits the answer into two one-step moves: copy the
+    object from the responses, then match it to an option. None otherwise."""
+    q = env.episode.question
+    if q.family not in ("needle", "needle_attribute"):
+        return None
+    users = [m for m in env.messages if m["role"] == "user"][1:]  # the first holds the overview and question
+    said = " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
+    truth = q.options[ord(q.answer) - ord("A")] if q.answer_type == "mcq" else str(q.answer)
+    hits = {f"{c} {sh}" for c, sh, _ in caption_needles(said)
+            if truth == f"{c} {sh}" or (truth in (c, sh) and (c in q.text or sh in q.text))}
+    return f"The crops show a {hits.pop()}." if len(hits) == 1 else None
+
+
 def round_windows(windows) -> list[tuple[float, float]]:
     """Windows widened to whole seconds (floor start, ceil end): fewer, more regular number tokens.
     The env clips an end past the video's end."""
@@ -190,9 +206,10 @@ def _decision(agent_text: str):
 
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
-                 close_think_p: float = 0.3) -> Sample:
+                 close_think_p: float = 0.3, grounded_think: bool = False) -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
-    The conversation (tool responses included) is the env's own ``info["messages"]``."""
+    The conversation (tool responses included) is the env's own ``info["messages"]``.
+    ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
@@ -204,6 +221,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = _think_body(agent, env.unwrapped, "tool", windows=windows)
         else:
             think = _think_body(agent, env.unwrapped, "answer_after_tool" if turns else "direct", answer=answer)
+            if grounded_think and turns:
+                think = grounded_after_tool(env.unwrapped) or think
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p)
         obs, reward, term, trunc, info = env.step(text)
         done, turns = term or trunc, turns + 1
@@ -335,7 +354,7 @@ def caption_samples(n_frame: int, n_caption: int, *, rng: np.random.Generator, w
 def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, *, seed: int,
                  wc: WorldConfig, direct_dialect: str = "paravt", oracle_fraction: float = 0.25,
                  keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
-                 index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60,
+                 index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train") -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
@@ -376,7 +395,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         s = None
         for _ in range(max_tries):
             i, k = draw(want_visible)
-            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p)
+            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
         return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
