@@ -54,3 +54,5 @@ def test_compiled_decode_samples_what_the_eager_loop_samples():
     assert torch.equal(eager_seqs, compiled_seqs) and eager_seqs.shape == (3, 18)
     torch.testing.assert_close(eager_lps, compiled_lps, atol=1e-4, rtol=0)
     assert model.config._attn_implementation == "sdpa"
+    seqs, lps = graph_decode.sample(model, kept, {"input_ids": ids, "attention_mask": mask}, max_new_tokens=0)
+    assert torch.equal(seqs, ids) and lps.shape == (3, 0)  # nothing asked, nothing generated

@@ -250,4 +250,4 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
         unfinished = unfinished & ~done.to(unfinished.device)
         if not bool(unfinished.any()):
             break
-    return sequences, (torch.stack(logprobs, 1) if logprobs else scores.new_zeros(n_rows, 0))
+    return sequences, (torch.stack(logprobs, 1) if logprobs else logits.new_zeros(n_rows, 0, dtype=torch.float32))
