@@ -511,6 +511,10 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_over_cleanly(
     p = train_subprocess(tmp_path, kill="step:1")
     assert p.returncode == -signal.SIGKILL
     assert not (tmp_path / "run" / "checkpoints").exists()
+    dead = list((tmp_path / "run").glob("events.out.tfevents.*"))
+    assert dead
+    for f in dead:  # as if both attempts started in the same second: the dead one's file sorts last
+        f.rename(f.with_name("events.out.tfevents.9999999999.zz.99999.0"))
     assert [h["step"] for h in train_here(tmp_path, "--resume")] == [1, 2, 3, 4]
     assert "no checkpoint in" in capsys.readouterr().err
     assert_reproduces(tmp_path / "run", reference)  # TensorBoard: step 1 of the dead attempt purged

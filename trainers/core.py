@@ -858,6 +858,9 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
 
     writer = None
     if dist.main:
+        if start_step == 0:  # a run that starts over (or a first one): an earlier attempt's events go, so
+            for old in run_dir.glob("events.out.tfevents.*"):  # a same-second file name cannot sort after ours
+                old.unlink()
         # purge_step: TensorBoard drops what an earlier attempt logged after the resumed step
         writer = SummaryWriter(str(run_dir), purge_step=start_step + 1 if start_step else 0)
         writer.add_text("hyperparameters", hparams_table(args) + f"\n\nmodel: {model_path}, world size {dist.world}")
