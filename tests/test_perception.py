@@ -129,8 +129,8 @@ def test_reading_gives_the_oracle_turn_and_truthful_captions():
     tok = build_tokenizer()
     policy = TransformersPolicy(build_tiny_model(tok, seed=1), tok)
     env = WC.env("validation", nframes_gating=True, gating_budgets=(4,))
-    _, info = env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
-    text = oracle_first_turn(env)
+    obs, info = env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    text = oracle_first_turn(env, obs, info)
     calls = parse_turn(text).tool_calls
     assert text.startswith("<think>\nI need a closer look.\n</think>\n<tool_call>") and calls
     ev = env.unwrapped.episode.question.evidence

@@ -196,13 +196,13 @@ def visible_items(n_per_family: int, wc: WorldConfig, budgets: Sequence[int], *,
     return out
 
 
-def oracle_first_turn(env) -> str:
-    """The oracle agent's first turn (crop_video on the evidence windows) in the cold start's words:
-    the ParaVT dialect, the fixed tool-turn think line, whole-second windows."""
+def oracle_first_turn(env, obs, info) -> str:
+    """The oracle agent's first turn (crop_video on the evidence windows) for the episode ``env``
+    was just reset to (``obs``, ``info``), in the cold start's words: the ParaVT dialect, the fixed
+    tool-turn think line, whole-second windows."""
     from agents.scripted import make_agent
 
-    u = env.unwrapped
-    windows, _ = _decision(make_agent("oracle", env, seed=0).act(u._observation(), u._info()))
+    windows, _ = _decision(make_agent("oracle", env, seed=0).act(obs, info))
     return render_turn("paravt", THINK_TOOL, windows=round_windows(windows))
 
 
@@ -224,17 +224,18 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
         for lo in range(0, len(items), batch_size):
             chunk = items[lo:lo + batch_size]
             envs = [wc.env(split, nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle") for _ in chunk]
-            convs, infos, done = [], [], [False] * len(chunk)
+            convs, observations, infos, done = [], [], [], [False] * len(chunk)
             for env, (i, k) in zip(envs, chunk):
-                _, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
+                obs, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
                 convs.append(policy.start(info["messages"]))
+                observations.append(obs)
                 infos.append(info)
             turn = 0
             while not all(done):
                 active = [j for j in range(len(chunk)) if not done[j]]
                 gen_seed = seed * 7919 + lo * 31 + turn
                 if oracle_first_turn_given and turn == 0:
-                    texts = [oracle_first_turn(envs[j]) for j in active]
+                    texts = [oracle_first_turn(envs[j], observations[j], infos[j]) for j in active]
                     for j, text in zip(active, texts):
                         convs[j].append_completion(policy.completion_from_text(text))
                 elif forbid_tools:

@@ -384,14 +384,9 @@ class TransformersPolicy:
         max_new = min(max_new_tokens, self.context_length - longest)
         batch = self._batch(prompts, convs)
         prompt_len = batch["input_ids"].shape[1]
-        t = float(temperature) if temperature and temperature > 0 else 1.0
-        recorder = _RecordLogprobs(t)
+        do_sample = bool(temperature and temperature > 0)
+        t = float(temperature) if do_sample else 1.0
         stopper = _StopOnStrings(self.tokenizer, stop, prompt_len, max_calls, len(convs))
-        gen_cfg = GenerationConfig(  # built from scratch: a checkpoint's defaults (top_k, penalties) must not leak in
-            do_sample=bool(temperature and temperature > 0), temperature=t if temperature else None,
-            top_p=top_p if temperature else None, top_k=0 if temperature else None,
-            max_new_tokens=max_new, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-            use_cache=True, return_dict_in_generate=True)
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             if seed is not None:
@@ -399,10 +394,15 @@ class TransformersPolicy:
             if self.generation_cache.startswith("graph"):
                 seqs, lps = graph_decode.sample(
                     self.model, self.kept_caches, batch, max_new_tokens=max_new, temperature=t,
-                    do_sample=gen_cfg.do_sample, top_p=top_p, eos_ids=self.eos_ids, pad_id=self.pad_id,
+                    do_sample=do_sample, top_p=top_p, eos_ids=self.eos_ids, pad_id=self.pad_id,
                     stopping=stopper)
                 gen, lps = seqs[:, prompt_len:].cpu(), lps.cpu()
             else:
+                recorder = _RecordLogprobs(t)
+                gen_cfg = GenerationConfig(  # from scratch: a checkpoint's defaults (top_k, penalties) must not leak in
+                    do_sample=do_sample, temperature=t if do_sample else None, top_p=top_p if do_sample else None,
+                    top_k=0 if do_sample else None, max_new_tokens=max_new, eos_token_id=self.eos_ids,
+                    pad_token_id=self.pad_id, use_cache=True, return_dict_in_generate=True)
                 cache = ({"cache": self.kept_caches.get(len(convs), prompt_len + max_new).cache}
                          if self.generation_cache == "static" else {})
                 out = self.model.generate(**batch, generation_config=gen_cfg, **cache,

@@ -11,7 +11,7 @@ env = wc.env("validation", nframes_gating=True, gating_budgets=(4,), subagent="o
 ok_copy = ok_ans = n = 0
 for i in list(range(0, 120, 6)) + list(range(1, 120, 6)):
     obs, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": 4})
-    t = oracle_first_turn(env)
+    t = oracle_first_turn(env, obs, info)
     obs, r, term, trunc, info = env.step(t)
     conv = pol.start(info["messages"])
     with suppressed(pol, VISION_TOKENS + TOOL_TAGS):
