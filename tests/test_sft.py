@@ -543,3 +543,38 @@ def test_grounded_think_names_the_needle_the_responses_show():
             assert THINK_AFTER_TOOL in last
     assert grounded >= 5
     assert sft.data_key(sft.Args(grounded_think=True)) != sft.data_key(sft.Args())
+
+
+def test_reading_drills_train_only_the_answer_after_the_responses():
+    """--stage1-reading: tool traces on needle questions from train episodes past dataset_size,
+    whose loss mask covers the final answer turn alone (calls and responses are context); the
+    plan keeps them off the weak prior unless --weak-tool-fraction says so, and the default data
+    key does not change."""
+    import dataclasses
+
+    from agents.lmm.corpus import encode_record, encoding_policy
+    from trainers import sft
+
+    wide = dataclasses.replace(WC, dataset_size=WC.dataset_size + 600)
+    samples = build_corpus(0, 0, 0, "paravt", seed=3, wc=wide, budgets=(4,), index_range=(6000, 6600),
+                           oracle_fraction=0.5, n_reading=5)
+    assert len(samples) == 5
+    tok = build_tokenizer(["crop_video needle answer"] * 4, vocab_size=600)
+    enc = encoding_policy(tok)
+    for s in samples:
+        assert s.targets == "last" and s.kind == "tool" and s.meta["tool_calls"] >= 1
+        assert s.meta["family"] in ("needle", "needle_attribute") and 6000 <= s.meta["index"] < 6600
+        rec = encode_record(enc, s)
+        trained = tok.decode(rec["ids"][rec["mask"]])
+        assert trained.startswith("<think>") and "<answer>" in trained and "<tool_call>" not in trained
+        assert trained.count("<|im_end|>") == 1
+        first = encode_record(enc, dataclasses.replace(s, targets="all"))
+        assert first["mask"].sum() > rec["mask"].sum()  # the calls turn is trained only without "last"
+    strong = sft.Args(stage1_reading=40)
+    plan = sft.corpus_plan(strong)
+    counts, kwargs = plan["s1_reading"]
+    assert counts == {"n_reading": 40} and kwargs["index_range"][0] == strong.world().dataset_size
+    assert kwargs["wc"].dataset_size == kwargs["index_range"][1]
+    assert sft.native_count(sft.Args(tool_prior="weak", stage1_reading=40), "weak", 40) == 0
+    assert "s1_reading" not in sft.corpus_plan(sft.Args(tool_prior="weak", stage1_reading=40))
+    assert sft.data_key(strong) != sft.data_key(sft.Args()) and "stage1_reading" in sft.DATA_FIELDS

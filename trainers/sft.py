@@ -177,6 +177,12 @@ class Args:
     stage1_direct: int = field(default=300, metadata={"help": "stage 1: direct-answer samples (ParaVT <answer> format)"})
     stage1_tool: int = field(default=400, metadata={"help": "stage 1: native-dialect tool traces (strong prior)"})
     stage1_episodes: int = field(default=4000, metadata={"help": "stage 1 draws train episodes [0, N), stage 2 [N, end)"})
+    stage1_reading: int = field(default=0, metadata={"help": "stage 1: reading drills (agents.lmm.corpus): tool "
+                                                     "traces on needle questions whose only target is the answer "
+                                                     "after the responses; episodes beyond the train split's first "
+                                                     "dataset_size. The weak prior gets --weak-tool-fraction of them"})
+    reading_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading drills "
+                                                         "relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
     grounded_think: bool = field(default=False, metadata={"help": "tool traces: the answer after tool turns first "
                                                                   "thinks what the crops show of the question's needle "
@@ -250,7 +256,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "oracle_fraction", "grounded_think", "keep_wrong", "native_close_think_p", "stage2_tool",
+               "stage1_episodes", "stage1_reading", "oracle_fraction", "grounded_think", "keep_wrong", "native_close_think_p", "stage2_tool",
                "stage2_direct", "stage2_frame", "stage2_caption")
 
 
@@ -286,10 +292,14 @@ def parse_args(argv=None, cls=Args):
 # the pre-rendered corpus
 # ============================================================================================
 # Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
-_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0}
+_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0}
 # Every corpus part; its position seeds its chunks, so a part's data never depends on which other
 # parts a build asked for (the strong and the weak build share one corpus).
-PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption")
+PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption",
+         "s1_reading")
+# Reading drills come from train-split episodes past the world's dataset_size (fresh videos, never
+# validation's: a split owns every third video), so no drill repeats an episode the other parts use.
+READING_EPISODES = 60_000
 
 
 def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
@@ -307,12 +317,18 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
         plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)
+    if any(native_count(args, p, args.stage1_reading) for p in priors):
+        size = args.world().dataset_size
+        wide = dataclasses.replace(args.world(), dataset_size=size + READING_EPISODES)
+        plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
+                              dict(s1, wc=wide, index_range=(size, size + READING_EPISODES)))
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
 
 
-def native_count(args: Args, prior: str) -> int:
-    """Native traces the ``prior`` sees in stage 1."""
-    return args.stage1_tool if prior == "strong" else int(round(args.stage1_tool * args.weak_tool_fraction))
+def native_count(args: Args, prior: str, n: int | None = None) -> int:
+    """Of ``n`` stage-1 tool samples (default ``--stage1-tool`` native traces), those the ``prior`` sees."""
+    n = args.stage1_tool if n is None else n
+    return n if prior == "strong" else int(round(n * args.weak_tool_fraction))
 
 
 def _chunks_of(counts: dict, chunk_cost: float = 1000.0) -> list[dict]:
@@ -335,8 +351,9 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    if not d["grounded_think"]:  # added later: corpora built before it keep their key
-        del d["grounded_think"]
+    for late in ("grounded_think", "stage1_reading"):  # added later: corpora built before them keep their key
+        if not d[late]:
+            del d[late]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -814,7 +831,8 @@ def main(args: Args) -> Path:
               "processor are several times slower on the GPU", file=sys.stderr)
     parts = {}
     for name in plan:
-        limit = native_count(args, args.tool_prior) if name == "s1_native" else None
+        limit = (native_count(args, args.tool_prior) if name == "s1_native" else
+                 native_count(args, args.tool_prior, args.stage1_reading) if name == "s1_reading" else None)
         if limit == 0:
             continue
         parts[name] = Records.load(cdir / name, limit).to(tr.device)
@@ -865,7 +883,7 @@ def main(args: Args) -> Path:
     # Stage 1 runs until the time left is what stage 2's steps need (+ a final eval and save);
     # without a budget it runs its steps.
     s1 = Stage("stage1", {n: r for n, r in parts.items() if n.startswith("s1_")},
-               {"s1_native": args.tool_weight}, args.stage1_steps, args.stage1_lr,
+               {"s1_native": args.tool_weight, "s1_reading": args.reading_weight}, args.stage1_steps, args.stage1_lr,
                caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
                next_steps=args.stage2_steps, next_share=args.stage2_share)
     s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)

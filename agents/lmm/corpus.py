@@ -24,6 +24,11 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
               one call per evidence window), ONLY for (episode, K) whose overview does NOT show
               the evidence: the tool is needed. The assistant turns and the tool responses are the
               env's own messages (``info["messages"]``); nothing of the env is re-implemented here.
+reading       a ``tool`` trace (kind ``tool``) on a needle or needle_attribute question whose ONLY
+              target is the final answer turn (``Sample.targets == "last"``): the calls and the
+              responses are context. The tiny model learned to see and to call but not to copy the
+              answer out of a tool response (``reading_accuracy`` of ``benchmarks/perception.py``);
+              these drills practise that one step without teaching any calling habit.
 
 Teaching *when* to call (the Tool Necessity Gap): the situation decides between the two kinds
 (evidence in the overview or not); the think line is a fixed, number-free sentence per decision
@@ -52,7 +57,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -68,6 +73,7 @@ from paravt_env.world import uniform_timestamps
 KINDS = ("frame", "caption", "direct", "tool")
 DIALECTS = ("paravt", "native")
 GATING = (4, 8, 16, 32, 64)
+READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the responses name
 
 
 @dataclass
@@ -76,6 +82,7 @@ class Sample:
     dialect: str       # "paravt" | "native" | "caption"
     messages: list     # chat messages; assistant turns are the targets
     meta: dict
+    targets: str = "all"  # "all" assistant turns are trained, or only the "last" (reading drills)
 
     @property
     def assistant_texts(self) -> list[str]:
@@ -356,7 +363,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
-                 split: str = "train") -> list[Sample]:
+                 split: str = "train", n_reading: int = 0) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -366,7 +373,11 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     tool:   (episode, K) drawn until the overview does NOT show it; played by ``oracle`` with
             probability ``oracle_fraction``, else by ``scene`` (which tiles the named scene with
             several PARALLEL crops in one turn).
-    Both: a sample whose final answer is wrong (``info["correct"]`` false and accuracy < 0.5, the
+    reading: tool traces (same agents) on needle and needle_attribute questions, ParaVT dialect,
+            whose only target is the final answer turn (``targets="last"``): the calls and the
+            tool responses are context. Drills of the one step a tool-calling model needs after its
+            calls, reading the answer off the responses, without teaching any calling habit.
+    All three: a sample whose final answer is wrong (``info["correct"]`` false and accuracy < 0.5, the
     latter letting grounding answers with IoU >= 0.5 count) is redrawn, except with
     probability ``keep_wrong``. ``max_tries`` draws per sample at most (then it is skipped, so the
     corpus may come out a little smaller than asked; rare with the default world settings).
@@ -381,9 +392,11 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     def pick():
         return int(lo + (index_offset + rng.integers(hi - lo)) % (hi - lo))
 
-    def draw(want_visible: bool):
+    def draw(want_visible: bool, families=None):
         for _ in range(max_tries):
             i, k = pick(), int(rng.choice(budgets))
+            if families and ds.families[i % len(ds.families)] not in families:
+                continue
             ep = ds[i]
             vis = evidence_visible(uniform_timestamps(0.0, ep.source.duration, k), ep.question.evidence,
                                    ep.question.family)
@@ -391,10 +404,10 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                 return i, k
         return i, k
 
-    def play(agent, dialect, want_visible):
+    def play(agent, dialect, want_visible, families=None):
         s = None
         for _ in range(max_tries):
-            i, k = draw(want_visible)
+            i, k = draw(want_visible, families)
             s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
@@ -407,6 +420,10 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     for _ in range(n_tool):
         x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False)
         x is not None and samples.append(x)
+        progress and progress(1)
+    for _ in range(n_reading):
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", "paravt", False, READING_FAMILIES)
+        x is not None and x.meta["tool_calls"] and samples.append(replace(x, targets="last"))
         progress and progress(1)
     env.close()
     order = rng.permutation(len(samples))
@@ -486,8 +503,11 @@ def encode_record(policy, s: Sample) -> dict:
     as one uint8 (N, H, W, 3) array, in order of appearance."""
     conv = encode_sample(policy, s.messages)
     frames = np.stack(conv.images) if conv.images else np.zeros((0, 1, 1, 3), np.uint8)
-    return dict(ids=np.asarray(conv.token_ids, np.int32), mask=np.asarray(conv.generated_mask, np.bool_),
-                frames=frames, kind=s.kind, len=len(conv.token_ids))
+    mask = np.asarray(conv.generated_mask, np.bool_)
+    if s.targets == "last":  # the conversation ends with the final assistant turn: keep its run only
+        context = np.flatnonzero(~mask)
+        mask[:context[-1] + 1 if len(context) else 0] = False
+    return dict(ids=np.asarray(conv.token_ids, np.int32), mask=mask, frames=frames, kind=s.kind, len=len(conv.token_ids))
 
 
 def pack_records(records: list[dict]) -> dict[str, np.ndarray]:
@@ -517,7 +537,8 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     torch.set_num_threads(1)
     policy = encoding_policy(tokenizer)
     samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
-                           counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0), **kwargs)
+                           counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
+                           n_reading=counts.get("n_reading", 0), **kwargs)
     packed = pack_records([encode_record(policy, s) for s in samples])
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     np.savez(tmp, **packed)
