@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Several strong-prior SFT variants side by side on one GPU machine, then perception of each
-# (benchmarks/perception.py: captions, direct answers, tool gain and reading at K = 4).
+# (benchmarks/perception.py: captions, direct answers, tool gain and reading at K = 4) and, with
+# PRIOR_SECONDS > 0, its tool prior (benchmarks/prior.py --only strong).
 #
 #   VARIANTS="name:gpu:flags;name:gpu:flags;..." bash benchmarks/gpu_variants.sh
 #
@@ -24,9 +25,14 @@ for spec in "${specs[@]}"; do
     CUDA_VISIBLE_DEVICES=$gpu timeout ${PERCEPTION_SECONDS:-120} $PY benchmarks/perception.py --device cuda \
       --checkpoint "$ROOT/$name/cold_start" --json "$ROOT/$name/perception.json" --batch-size 256 \
       --frames 200 --crops 200 --env-default-crops 0 --visible 40 --tool-episodes 48 > "$ROOT/$name/perception.log" 2>&1
-    echo "$name: perception rc $? at $SECONDS s" ) &
+    echo "$name: perception rc $? at $SECONDS s"
+    if [ "${PRIOR_SECONDS:-0}" -gt 0 ]; then  # the tool prior of the variant (strong only)
+      CUDA_VISIBLE_DEVICES=$gpu timeout $PRIOR_SECONDS $PY benchmarks/prior.py --device cuda --only strong \
+        --strong "$ROOT/$name/cold_start" --episodes 48 --out "$ROOT/$name/prior" > "$ROOT/$name/prior.log" 2>&1
+      echo "$name: prior rc $? at $SECONDS s"
+    fi ) &
 done
 wait
-cd "$ROOT" && tar czf "$OUT/results.tgz" */perception.* */*.log */sft_args.json */tb 2>/dev/null
+cd "$ROOT" && tar czf "$OUT/results.tgz" */perception.* */prior.* */*.log */sft_args.json */tb 2>/dev/null
 for spec in "${specs[@]}"; do name=${spec%%:*}; tar czf "$OUT/build_$name.tgz" "$name/cold_start" "$name/sft_args.json" 2>/dev/null; done
 ls -la "$OUT"; for f in */perception.md; do echo "== $f"; cat "$f"; done

@@ -545,7 +545,7 @@ def test_grounded_think_names_the_needle_the_responses_show():
     assert sft.data_key(sft.Args(grounded_think=True)) != sft.data_key(sft.Args())
 
 
-def test_reading_drills_train_only_the_answer_after_the_responses():
+def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():
     """--stage1-reading: tool traces on needle questions from train episodes past dataset_size,
     whose loss mask covers the final answer turn alone (calls and responses are context); the
     plan keeps them off the weak prior unless --weak-tool-fraction says so, and the default data
@@ -577,4 +577,11 @@ def test_reading_drills_train_only_the_answer_after_the_responses():
     assert kwargs["wc"].dataset_size == kwargs["index_range"][1]
     assert sft.native_count(sft.Args(tool_prior="weak", stage1_reading=40), "weak", 40) == 0
     assert "s1_reading" not in sft.corpus_plan(sft.Args(tool_prior="weak", stage1_reading=40))
+    assert kwargs["oracle_fraction"] == sft.READING_ORACLE_FRACTION
     assert sft.data_key(strong) != sft.data_key(sft.Args()) and "stage1_reading" in sft.DATA_FIELDS
+    counts, kwargs = sft.corpus_plan(sft.Args(tool_prior="weak", stage1_direct_needle=7))["s1_direct_needle"]
+    assert counts == {"n_direct": 7} and kwargs["families"] == ("needle", "needle_attribute")
+    direct = build_corpus(0, 4, 0, "paravt", seed=4, wc=kwargs["wc"], budgets=(64,), index_range=kwargs["index_range"],
+                          families=kwargs["families"])
+    assert len(direct) == 4 and all(s.kind == "direct" and s.meta["visible"] and s.meta["correct"] and
+                                    s.meta["family"] in ("needle", "needle_attribute") for s in direct)

@@ -113,8 +113,8 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.lmm.corpus import (KINDS, CaptionConfig, WorldConfig, merge_stats, tokenizer_texts,  # noqa: E402
-                               write_chunk)
+from agents.lmm.corpus import (KINDS, READING_FAMILIES, CaptionConfig, WorldConfig, merge_stats,  # noqa: E402
+                               tokenizer_texts, write_chunk)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
@@ -181,8 +181,11 @@ class Args:
                                                      "traces on needle questions whose only target is the answer "
                                                      "after the responses; episodes beyond the train split's first "
                                                      "dataset_size. The weak prior gets --weak-tool-fraction of them"})
-    reading_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading drills "
-                                                         "relative to their size"})
+    stage1_direct_needle: int = field(default=0, metadata={"help": "stage 1: direct-answer drills: needle and "
+                                                           "needle_attribute questions whose overview shows the "
+                                                           "needle (fresh episodes, like the reading drills)"})
+    drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
+                                                       "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
     grounded_think: bool = field(default=False, metadata={"help": "tool traces: the answer after tool turns first "
                                                                   "thinks what the crops show of the question's needle "
@@ -256,7 +259,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "stage1_reading", "oracle_fraction", "grounded_think", "keep_wrong", "native_close_think_p", "stage2_tool",
+               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "oracle_fraction", "grounded_think", "keep_wrong", "native_close_think_p", "stage2_tool",
                "stage2_direct", "stage2_frame", "stage2_caption")
 
 
@@ -296,10 +299,13 @@ _COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_re
 # Every corpus part; its position seeds its chunks, so a part's data never depends on which other
 # parts a build asked for (the strong and the weak build share one corpus).
 PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption",
-         "s1_reading")
-# Reading drills come from train-split episodes past the world's dataset_size (fresh videos, never
+         "s1_reading", "s1_direct_needle")
+# Drills come from train-split episodes past the world's dataset_size (fresh videos, never
 # validation's: a split owns every third video), so no drill repeats an episode the other parts use.
-READING_EPISODES = 60_000
+DRILL_EPISODES = 60_000
+# Reading drills train no call, so the oracle's tight windows may play half of them (one response
+# to read) without teaching calls a model cannot know to make; the scene agent's tilings give the rest.
+READING_ORACLE_FRACTION = 0.5
 
 
 def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
@@ -317,11 +323,13 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
         plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)
+    size = args.world().dataset_size
+    drills = dict(s1, wc=dataclasses.replace(args.world(), dataset_size=size + DRILL_EPISODES),
+                  index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES)
     if any(native_count(args, p, args.stage1_reading) for p in priors):
-        size = args.world().dataset_size
-        wide = dataclasses.replace(args.world(), dataset_size=size + READING_EPISODES)
-        plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
-                              dict(s1, wc=wide, index_range=(size, size + READING_EPISODES)))
+        plan["s1_reading"] = (dict(n_reading=args.stage1_reading), dict(drills, oracle_fraction=READING_ORACLE_FRACTION))
+    if args.stage1_direct_needle:
+        plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle), drills)
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
 
 
@@ -351,7 +359,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    for late in ("grounded_think", "stage1_reading"):  # added later: corpora built before them keep their key
+    for late in ("grounded_think", "stage1_reading", "stage1_direct_needle"):  # added later: corpora built before them keep their key
         if not d[late]:
             del d[late]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
@@ -883,7 +891,7 @@ def main(args: Args) -> Path:
     # Stage 1 runs until the time left is what stage 2's steps need (+ a final eval and save);
     # without a budget it runs its steps.
     s1 = Stage("stage1", {n: r for n, r in parts.items() if n.startswith("s1_")},
-               {"s1_native": args.tool_weight, "s1_reading": args.reading_weight}, args.stage1_steps, args.stage1_lr,
+               {"s1_native": args.tool_weight, "s1_reading": args.drill_weight, "s1_direct_needle": args.drill_weight}, args.stage1_steps, args.stage1_lr,
                caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
                next_steps=args.stage2_steps, next_share=args.stage2_share)
     s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -363,7 +364,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
-                 split: str = "train", n_reading: int = 0) -> list[Sample]:
+                 split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -381,6 +382,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     latter letting grounding answers with IoU >= 0.5 count) is redrawn, except with
     probability ``keep_wrong``. ``max_tries`` draws per sample at most (then it is skipped, so the
     corpus may come out a little smaller than asked; rare with the default world settings).
+    ``families`` restricts the direct and tool draws to those question families (reading drills:
+    ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
     ``index_offset`` shifts the draw, kept for backward compatibility)."""
     rng = np.random.default_rng(seed)
@@ -392,11 +395,16 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     def pick():
         return int(lo + (index_offset + rng.integers(hi - lo)) % (hi - lo))
 
+    def pick_in(families):
+        for _ in range(1000):  # a family is every len(ds.families)-th index: found in a few draws
+            i = pick()
+            if not families or ds.families[i % len(ds.families)] in families:
+                return i
+        raise ValueError(f"no episode of families {families} in index range [{lo}, {hi})")
+
     def draw(want_visible: bool, families=None):
         for _ in range(max_tries):
-            i, k = pick(), int(rng.choice(budgets))
-            if families and ds.families[i % len(ds.families)] not in families:
-                continue
+            i, k = pick_in(families), int(rng.choice(budgets))
             ep = ds[i]
             vis = evidence_visible(uniform_timestamps(0.0, ep.source.duration, k), ep.question.evidence,
                                    ep.question.family)
@@ -415,14 +423,15 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
 
     samples += caption_samples(n_frame, n_caption, rng=rng, wc=wc, ds=ds, pick=pick, cc=caption, progress=progress)
     for _ in range(n_direct):
-        (x := play(lambda: "no_tool", direct_dialect, True)) is not None and samples.append(x)
+        (x := play(lambda: "no_tool", direct_dialect, True, families)) is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
-        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False)
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False, families)
         x is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_reading):
-        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", "paravt", False, READING_FAMILIES)
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", "paravt", False,
+                 families or READING_FAMILIES)
         x is not None and x.meta["tool_calls"] and samples.append(replace(x, targets="last"))
         progress and progress(1)
     env.close()
