@@ -9,6 +9,11 @@ Stage 1, "base pretraining", teaches the model to SEE and the strong prior its t
     native tool traces      strong prior only (``--stage1-tool``; weak: ``--weak-tool-fraction`` of
                             them): scripted agents' episodes re-voiced in the model's OWN dialect
                             (``<tool_code>crop_video(...)``, ``</think>`` often skipped, ``Answer: X``)
+    reading drills          ``--stage1-reading``: tool traces on needle questions whose only target
+                            is the answer after the responses (calls and responses are context)
+    direct drills           ``--stage1-direct-needle``: direct answers on needle questions whose
+                            overview shows the needle (both drills on fresh train episodes,
+                            sampled ``--drill-weight`` times their size)
     The first ``--perception-warmup`` of stage 1 trains on captions only (seeing first).
 Stage 2, "cold start": a short SFT on the ParaVT grammar with PARALLEL calls (``<think>``, several
 ``<tool_call>`` JSON blocks in one turn, ``<answer>``): tool traces + direct answers on episodes
@@ -78,6 +83,13 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     Perception came from more stage-1 steps; answers from ``--answer-weight`` and more answer data
     (one token in ~100 decides an answer). Stage 2 at 1e-3 costs caption F1 (v5b); at 4e-4 it
     keeps it. Continue with ``--init-from DIR/{prior}/cold_start``.
+
+    Drills (not shipped; 14 strong variants from the shipped v5c, ``benchmarks/gpu_variants.sh``,
+    table in ``benchmarks/results/gpu/reading_drills/``): ~1,900 stage-1 steps with 40k reading
+    drills and ``--grounded-think true`` lift reading (perception.py's ``reading_accuracy``) from
+    0.125 to 0.56-0.63, all of it on needle_attribute (1.00; needle stays ~0.2); 1,100 steps with
+    20k did not; the same steps on more ordinary tool traces did not either. No variant gained
+    from its own tools (tool gain -0.07 to +0.05), and direct drills cost reading.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
