@@ -271,8 +271,8 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "oracle_fraction", "grounded_think", "keep_wrong", "native_close_think_p", "stage2_tool",
-               "stage2_direct", "stage2_frame", "stage2_caption")
+               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "oracle_fraction", "grounded_think",
+               "keep_wrong", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -339,7 +339,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     drills = dict(s1, wc=dataclasses.replace(args.world(), dataset_size=size + DRILL_EPISODES),
                   index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES)
     if any(native_count(args, p, args.stage1_reading) for p in priors):
-        plan["s1_reading"] = (dict(n_reading=args.stage1_reading), dict(drills, oracle_fraction=READING_ORACLE_FRACTION))
+        plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
+                              dict(drills, oracle_fraction=READING_ORACLE_FRACTION))
     if args.stage1_direct_needle:
         plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle), drills)
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}

@@ -516,7 +516,8 @@ def encode_record(policy, s: Sample) -> dict:
     if s.targets == "last":  # the conversation ends with the final assistant turn: keep its run only
         context = np.flatnonzero(~mask)
         mask[:context[-1] + 1 if len(context) else 0] = False
-    return dict(ids=np.asarray(conv.token_ids, np.int32), mask=mask, frames=frames, kind=s.kind, len=len(conv.token_ids))
+    return dict(ids=np.asarray(conv.token_ids, np.int32), mask=mask, frames=frames, kind=s.kind,
+                len=len(conv.token_ids))
 
 
 def pack_records(records: list[dict]) -> dict[str, np.ndarray]:
