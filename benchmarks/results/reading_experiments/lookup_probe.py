@@ -1,0 +1,126 @@
+"""Can the tiny model learn to look things up by content at all? A CPU probe (not a corpus part).
+
+The reading-drill builds copy the needle's colour out of a tool response but not its shape, and do
+not map an object to its option letter (copy_diagnosis.txt). This probe trains a checkpoint on
+short TEXT-ONLY conversations made up here in the shape of a reading drill (question with four
+options, 1-3 tool responses in the env's wording, final turn "<think>\\nThe crops show a COLOUR
+SHAPE.\\n</think>\\n<answer>X</answer>" as the only target), with random objects and scenes, so
+no prior can stand in for the lookup; half of them put an option's colour with another shape into
+another response, so the shape must be looked up. It reports teacher-forced shape and answer
+accuracy on held-out probes as it trains, then saves the model for copy_diagnosis.py.
+
+    python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR [MINUTES]
+"""
+import sys
+import time
+
+import numpy as np
+import torch
+
+from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records
+from agents.lmm.policy import TransformersPolicy
+from agents.lmm.tiny_qwen import save_checkpoint
+from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES
+from trainers.sft import Records, Trainee, answer_token_mask
+
+COLOUR_NAMES = tuple(COLOURS)
+
+
+def probe(rng: np.random.Generator) -> Sample:
+    objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
+    pick = rng.choice(len(objs), 8, replace=False)
+    target, others, fillers = objs[pick[0]], [objs[i] for i in pick[1:4]], [objs[i] for i in pick[4:]]
+    scenes = list(rng.choice(SCENE_NAMES, 3, replace=False))
+    n_resp = int(rng.integers(1, 4))
+    where = int(rng.integers(n_resp))
+    mcq = rng.random() < 0.5
+    if mcq:
+        options = others + [target]
+        order = rng.permutation(4)
+        options = [options[i] for i in order]
+        letter = "ABCD"[list(order).index(3)]
+        q = (f"Question: Which of these objects appears during the {scenes[where]} scene?\nOptions:\n"
+             + "\n".join(f"{'ABCD'[i]}. {c} {s}" for i, (c, s) in enumerate(options)))
+        answer = letter
+    else:
+        q = (f"Question: What colour is the large {target[1]} that appears during the {scenes[where]} scene? "
+             "Answer with one word.")
+        answer = target[0]
+    t0 = float(rng.uniform(0, 600))
+    responses = []
+    for j in range(n_resp):
+        a, b = t0 + 60 * j, t0 + 60 * j + 50
+        if j == where:
+            items = [target]
+        else:  # a decoy: an option's colour with another shape, or a filler object
+            c = others[0][0] if rng.random() < 0.5 else fillers[j % len(fillers)][0]
+            items = [(c, SHAPES[(SHAPES.index(target[1]) + 1 + j) % len(SHAPES)])]
+        objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + 10 + 7 * k:.1f} s)"
+                            for k, (c, s) in enumerate(items))
+        responses.append(f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scenes[j]} scene "
+                         f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
+    calls = "".join(f'<tool_call>{{"name": "crop_video", "arguments": {{"start_time": {int(t0 + 60 * j)}, '
+                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(n_resp))
+    messages = [{"role": "user", "content": q},
+                {"role": "assistant", "content": "<think>\nI need a closer look.\n</think>\n" + calls},
+                {"role": "user", "content": "".join(responses)},
+                {"role": "assistant", "content": f"<think>\nThe crops show a {target[0]} {target[1]}.\n</think>\n"
+                                                 f"<answer>{answer}</answer>"}]
+    return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
+
+
+def records(samples, enc) -> Records:
+    p = pack_records([encode_record(enc, s) for s in samples])
+    return Records(p["ids"], p["mask"], p["tok_off"], p["frames"], p["img_off"], p["kind"])
+
+
+def measure(tr: Trainee, recs: Records, mcq: np.ndarray, show: list[int]) -> dict:
+    out = dict(shape=0, answer_mcq=0, answer_open=0, n_mcq=int(mcq.sum()), n_open=int((~mcq).sum()))
+    tr.model.eval()
+    with torch.no_grad():
+        for i in range(len(recs)):
+            b = tr.collate(recs, np.array([i]))
+            ids = b["input_ids"]
+            pred = tr.model(input_ids=ids, attention_mask=b["attention_mask"]).logits[0, :-1].argmax(-1).numpy()
+            tgt = ids[0, 1:].numpy()
+            s = ids[0].numpy()
+            for j in range(len(s) - len(show)):
+                if list(s[j:j + len(show)]) == show:
+                    out["shape"] += int(pred[j + len(show)] == tgt[j + len(show)])
+            ans = np.flatnonzero(answer_token_mask(ids.numpy(), b["loss_mask"].numpy(), tr.answer_marks)[0, 1:])
+            out["answer_mcq" if mcq[i] else "answer_open"] += int(pred[ans[0]] == tgt[ans[0]])
+    tr.model.train()
+    return out
+
+
+def main():
+    ck, out, minutes = sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 15.0
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    pol = TransformersPolicy(ck)
+    enc = encoding_policy(pol.tokenizer)
+    tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, "cpu", answer_weight=10.0)
+    held = [probe(np.random.default_rng(10_000 + i)) for i in range(200)]
+    held_recs, held_mcq = records(held, enc), np.array([s.meta["mcq"] for s in held])
+    show = pol.tokenizer.encode("The crops show a", add_special_tokens=False)
+    opt = torch.optim.AdamW(pol.model.parameters(), lr=5e-4, weight_decay=0.01, betas=(0.9, 0.95))
+    print("step 0", measure(tr, held_recs, held_mcq, show), flush=True)
+    t_end, step = time.time() + 60 * minutes, 0
+    pol.model.train()
+    while time.time() < t_end:
+        batch = records([probe(rng) for _ in range(64)], enc)
+        loss, _ = tr.loss(tr.collate(batch, np.arange(len(batch))))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(pol.model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 200 == 0:
+            print(f"step {step} loss {loss.item():.3f}", measure(tr, held_recs, held_mcq, show), flush=True)
+    print(f"step {step} (end)", measure(tr, held_recs, held_mcq, show), flush=True)
+    pol.model.eval()
+    save_checkpoint(out, pol.model, pol.tokenizer, pol.image_processor)
+
+
+if __name__ == "__main__":
+    main()
