@@ -9,7 +9,10 @@ no prior can stand in for the lookup; half of them put an option's colour with a
 another response, so the shape must be looked up. It reports teacher-forced shape and answer
 accuracy on held-out probes as it trains, then saves the model for copy_diagnosis.py.
 
-    python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR [MINUTES]
+    python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR [MINUTES] [SEED]
+
+(SEED draws the training probes; a continuation from OUT_DIR takes another seed. Held-out probes
+are always the same 200.)
 """
 import sys
 import time
@@ -95,8 +98,9 @@ def measure(tr: Trainee, recs: Records, mcq: np.ndarray, show: list[int]) -> dic
 
 def main():
     ck, out, minutes = sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 15.0
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     pol = TransformersPolicy(ck)
     enc = encoding_policy(pol.tokenizer)
     tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, "cpu", answer_weight=10.0)
