@@ -21,7 +21,8 @@ record), as TransformersPolicy(generation_cache="graph" / "graph-compiled") and 
 hf-graph / hf-graph-compiled run it:
   graph            a kept StaticCache, the decode forward recorded once as a CUDA graph and replayed;
   graph-eager      the same loop with the decode forward run eagerly (what the graph alone buys);
-  graph-compiled   the graph recorded around the torch.compile'd decode forward (inductor's fused kernels).
+  graph-compiled   the graph recorded around the torch.compile'd decode forward (inductor's fused kernels);
+  graph-autotuned  the same compiled with mode "max-autotune-no-cudagraphs" (inductor times matmul kernels).
 The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 import time
 from pathlib import Path
 
@@ -60,17 +62,22 @@ def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
     return model
 
 
-def sample(model, prompts, args, cache: str, seed: int, kept: dict):
+def sample(model, prompts, args, cache: str, seed: int, kept: dict, new_tokens: int | None = None):
     from transformers import CompileConfig, GenerationConfig, StaticCache
 
+    new_tokens = args.new_tokens if new_tokens is None else new_tokens
     if cache.startswith("graph"):
         from agents.lmm.graph_decode import KeptCaches, sample as graph_sample
 
-        kept.setdefault("graph", KeptCaches(model, compile_decode=cache == "graph-compiled" and not args.tiny))
+        compile_decode = {"graph-compiled": True, "graph-autotuned": "max-autotune-no-cudagraphs"}.get(cache, False)
+        kept.setdefault("graph", KeptCaches(model, compile_decode=compile_decode and not args.tiny))
+        rows = None
+        if args.group_size > 1:  # each distinct prompt prefilled once (as TransformersPolicy does for a group)
+            prompts, rows = prompts[::args.group_size], torch.arange(len(prompts)) // args.group_size
         torch.manual_seed(seed)
         return graph_sample(model, kept["graph"], {"input_ids": prompts, "attention_mask": torch.ones_like(prompts)},
-                            max_new_tokens=args.new_tokens, temperature=args.temperature, pad_id=0,
-                            use_graph=cache != "graph-eager" and prompts.device.type == "cuda")
+                            max_new_tokens=new_tokens, temperature=args.temperature, pad_id=0,
+                            use_graph=cache != "graph-eager" and prompts.device.type == "cuda", rows=rows)
     recorder = _RecordLogprobs(args.temperature) if args.recorder else None
     extra, call = {}, {}
     if cache != "dynamic":
@@ -82,12 +89,12 @@ def sample(model, prompts, args, cache: str, seed: int, kept: dict):
     elif cache == "static":  # one StaticCache kept across calls (TransformersPolicy's way): same addresses
         if "cache" not in kept:
             kept["cache"] = StaticCache(config=model.config.get_text_config(decoder=True),
-                                        max_cache_len=prompts.shape[1] + args.new_tokens)
+                                        max_cache_len=prompts.shape[1] + args.new_tokens)  # one length for all calls
         else:
             kept["cache"].reset()
         call["cache"] = kept["cache"]
     cfg = GenerationConfig(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0,
-                           max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, eos_token_id=None,
+                           max_new_tokens=new_tokens, min_new_tokens=new_tokens, eos_token_id=None,
                            pad_token_id=0, use_cache=True, return_dict_in_generate=True, **extra)
     torch.manual_seed(seed)
     out = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=cfg,
@@ -106,6 +113,24 @@ def training_logprobs(model, seqs, n_new: int, temperature: float, micro: int = 
     return torch.cat(out)
 
 
+def profile_call(call, device, top: int = 12) -> dict:
+    """GPU kernel time of one call and its largest kernels (self device time, summed over launches)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sync(device)
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        call()
+        sync(device)
+    wall = time.perf_counter() - t0
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" or device.type != "cuda"]
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events.sort(key=lambda e: -getattr(e, attr))
+    return {"wall_seconds_profiled": wall, "kernel_seconds": sum(getattr(e, attr) for e in events) / 1e6,
+            "top": [{"name": e.key[:120], "seconds": getattr(e, attr) / 1e6, "calls": e.count} for e in events[:top]]}
+
+
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -118,11 +143,18 @@ def main(argv=None):
                    help="dynamic (stock), static-per-call (cache_implementation='static': a new cache per call), "
                         "static (one cache kept across calls, as TransformersPolicy(generation_cache='static')), "
                         "graph-eager / graph / graph-compiled (agents.lmm.graph_decode without / with CUDA graphs, "
-                        "with graphs around the compiled decode forward)")
+                        "with graphs around the compiled decode forward), graph-autotuned (compiled in max-autotune "
+                        "mode)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--group-size", type=int, default=1,
+                   help="G: the batch is batch/G distinct prompts, each G times (a GRPO group); the graph "
+                        "samplers prefill each distinct prompt once, stock generate prefills every row")
+    p.add_argument("--profile", action="store_true",
+                   help="profile one timed call of each sampler (torch.profiler): GPU kernel time per call "
+                        "and the kernels that take most of it")
     p.add_argument("--repeats", type=int, default=2, help="timed calls per sampler after one warm-up call")
     p.add_argument("--recorder", action=argparse.BooleanOptionalAction, default=True,
                    help="record behaviour log-probs as the trainers do (--no-recorder: plain sampling, no log-prob check)")
@@ -134,6 +166,7 @@ def main(argv=None):
     if a.tiny:
         a.shapes, a.batch, a.prompt_tokens, a.new_tokens, a.repeats = "tiny", 4, 16, 8, 1
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
+           "group_size": a.group_size,
            "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,
            "dtype": str(dtype).replace("torch.", ""), "recorder": a.recorder, "torch": torch.__version__, "command": " ".join(sys.argv),
            "shapes": {}}
@@ -141,7 +174,10 @@ def main(argv=None):
     for shape in a.shapes.split(","):
         model = build(shape, device, dtype)
         gen = torch.Generator().manual_seed(0)
-        prompts = torch.randint(1, model.config.vocab_size, (a.batch, a.prompt_tokens), generator=gen).to(device)
+        if a.batch % a.group_size:
+            p.error(f"--batch {a.batch} is not a multiple of --group-size {a.group_size}")
+        distinct = torch.randint(1, model.config.vocab_size, (a.batch // a.group_size, a.prompt_tokens), generator=gen)
+        prompts = distinct.repeat_interleave(a.group_size, dim=0).to(device)
         rows = {}
         for cache in a.caches.split(","):
             kept: dict = {}
@@ -157,14 +193,25 @@ def main(argv=None):
                 seqs, lps = sample(model, prompts, a, cache, seed=1 + r, kept=kept)
                 sync(device)
                 times.append(time.perf_counter() - t0)
+            prefill = []  # the prompt pass alone: one new token, the same cache block
+            for r in range(a.repeats):
+                sync(device)
+                t0 = time.perf_counter()
+                sample(model, prompts, a, cache, seed=1 + r, kept=kept, new_tokens=1)
+                sync(device)
+                prefill.append(time.perf_counter() - t0)
+            profile = profile_call(partial(sample, model, prompts, a, cache, seed=1, kept=kept), device) if a.profile else None
             ref = training_logprobs(model, seqs, a.new_tokens, a.temperature) if lps is not None else None
             diff = (lps.to(ref.device) - ref).abs() if lps is not None else torch.full((1,), float("nan"))
             best = min(times)
             rows[cache] = {"seconds": best, "all_seconds": times, "first_call_seconds": first,
-                           "tokens_per_second": a.batch * a.new_tokens / best,
+                           "tokens_per_second": a.batch * a.new_tokens / best, "prefill_seconds": min(prefill),
+                           "decode_ms_per_token_step": 1e3 * (best - min(prefill)) / max(1, a.new_tokens - 1),
                            "logprob_abs_diff_mean": float(diff.mean()), "logprob_abs_diff_max": float(diff.max()),
                            "peak_memory_gb": (torch.cuda.max_memory_allocated(device) / 2**30
                                               if device.type == "cuda" else None)}
+            if profile is not None:
+                rows[cache]["profile"] = profile
             if "graph" in kept and kept["graph"].graphs_failed:  # the row timed eager decoding, say so
                 rows[cache]["graph_recording_failed"] = kept["graph"].graphs_failed
             print(shape, cache, rows[cache], flush=True)
@@ -181,17 +228,29 @@ def main(argv=None):
 
 
 def table(res: dict) -> str:
+    group = res.get("group_size", 1)
     lines = [f"Rollout generation on one {res['device']}: batch {res['batch']} x ({res['prompt_tokens']} prompt + "
-             f"{res['new_tokens']} new tokens), T = {res['temperature']}, {res['dtype']}, random weights, "
+             f"{res['new_tokens']} new tokens)"
+             + (f", {res['batch'] // group} distinct prompts x G = {group} (graph samplers prefill each once)"
+                if group > 1 else ", distinct prompts")
+             + f", T = {res['temperature']}, {res['dtype']}, random weights, "
              + ("with the trainers' log-prob recorder" if res.get("recorder", True) else "plain sampling (no recorder)")
              + "; best of the timed calls after a warm-up call (compilation).", "",
-             "| shape | KV cache | seconds | generated tok/s | speed-up | first call s | log-prob diff vs training "
-             "forward (mean / max) |", "|---|---|---|---|---|---|---|"]
+             "| shape | KV cache | seconds | generated tok/s | speed-up | prefill s | decode ms/step | first call s | "
+             "log-prob diff vs training forward (mean / max) |", "|---|---|---|---|---|---|---|---|---|"]
     for shape, rows in res["shapes"].items():
         for cache, r in rows.items():
             lines.append(f"| {shape} | {cache} | {r['seconds']:.2f} | {r['tokens_per_second']:,.0f} | "
-                         f"{r.get('speedup_vs_dynamic', 1.0):.2f}x | {r['first_call_seconds']:.1f} | "
+                         f"{r.get('speedup_vs_dynamic', 1.0):.2f}x | {r.get('prefill_seconds', float('nan')):.2f} | "
+                         f"{r.get('decode_ms_per_token_step', float('nan')):.2f} | {r['first_call_seconds']:.1f} | "
                          f"{r['logprob_abs_diff_mean']:.2e} / {r['logprob_abs_diff_max']:.2e} |")
+    for shape, rows in res["shapes"].items():
+        for cache, r in rows.items():
+            if "profile" in r:
+                pr = r["profile"]
+                lines += ["", f"Profile, {shape} {cache}: {pr['kernel_seconds']:.3f} s of kernels in a "
+                          f"{pr['wall_seconds_profiled']:.3f} s call; largest:"]
+                lines += [f"- {k['seconds']:.3f} s, {k['calls']} launches: `{k['name']}`" for k in pr["top"][:6]]
     return "\n".join(lines) + "\n"
 
 

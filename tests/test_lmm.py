@@ -136,6 +136,33 @@ def test_kept_cache_samplers_give_the_same_tokens_and_logprobs(tok, policy, samp
         TransformersPolicy(policy.model, tok, policy.image_processor, generation_cache="paged")
 
 
+def test_graph_sampler_prefills_each_distinct_prompt_once(policy):
+    """Conversations with the same tokens AND the same images share one prefill row; the same tokens
+    with another image do not (an image is a run of identical pad tokens in the prompt)."""
+    from agents.lmm.policy import _distinct_prompts
+
+    msgs = episode_messages()
+    other = [dict(m) for m in msgs[:2]]
+    other[1] = {"role": "user", "content": [dict(p) for p in msgs[1]["content"]]}
+    other[1]["content"][1] = {"type": "image", "image": frame(5)}
+    convs = [policy.start(msgs[:2]), policy.start(other), policy.start(msgs[:2]), policy.start(other),
+             policy.start(msgs[:2])]
+    assert convs[0].token_ids == convs[1].token_ids  # only the pixels differ
+    assert _distinct_prompts([c.token_ids for c in convs], convs) == ([0, 1], [0, 1, 0, 1, 0])
+    graphed = TransformersPolicy(policy.model, policy.tokenizer, policy.image_processor, generation_cache="graph")
+    prefill_rows = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda m, a, kw: prefill_rows.append(len(kw["input_ids"])) if kw["input_ids"].shape[1] > 1 else None,
+        with_kwargs=True)
+    try:
+        a = graphed.generate(convs, temperature=0.7, max_new_tokens=12, seed=4)
+    finally:
+        hook.remove()
+    b = policy.generate(convs, temperature=0.7, max_new_tokens=12, seed=4)
+    assert prefill_rows == [2]
+    assert [c.token_ids for c in a] == [c.token_ids for c in b]
+
+
 def test_generation_scale_benchmark_runs_on_the_tiny_shape(tmp_path):
     import importlib.util
     import json

@@ -61,16 +61,19 @@ class KeptCaches:
     CUDA graphs of its own) before it is recorded: fewer, larger kernels in the graph. Its attention is
     _decode_sdpa: traced, transformers' SDPA attention copies the grouped key/value heads of the whole
     cache for every query head, which at 3B cost more than the fusion saved. The first shape compiles
-    for itself, the second once more for any shape (torch's automatic dynamic shapes)."""
+    for itself, the second once more for any shape (torch's automatic dynamic shapes). A string is a
+    torch.compile mode, e.g. "max-autotune-no-cudagraphs" (inductor benchmarks matmul kernels: slower to
+    compile)."""
 
     def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK,
-                 compile_decode: bool = False):
+                 compile_decode: bool | str = False):
         self.model, self.max_kept, self.block = model, max_kept, block
         self.entries: OrderedDict[tuple, KeptDecoder] = OrderedDict()
         self.graph_pool = None
         self.graphs_failed: str | None = None  # why recording failed, once it has (then decoding is eager)
-        self.compiled = compile_decode
-        self.decode_forward = torch.compile(_decode_forward) if compile_decode else _decode_forward
+        self.compiled = bool(compile_decode)
+        mode = compile_decode if isinstance(compile_decode, str) else None
+        self.decode_forward = torch.compile(_decode_forward, mode=mode) if compile_decode else _decode_forward
 
     def __len__(self):
         return len(self.entries)
@@ -129,6 +132,18 @@ def _attention_for_compile(model, compiled: bool):
         config._attn_implementation = "sdpa"
 
 
+def _copy_prefill(cache, prefilled, rows: torch.Tensor, length: int):
+    """Write the keys and values of `prefilled` (one row per prompt, `length` slots) into the static
+    `cache`, row i taking prompt rows[i]'s."""
+    for layer, source in zip(cache.layers, prefilled.layers, strict=True):
+        keys, values = source.keys[rows], source.values[rows]
+        if not layer.is_initialized:
+            layer.lazy_initialization(keys, values)
+        layer.keys[:, :, :length].copy_(keys)
+        layer.values[:, :, :length].copy_(values)
+        layer.cumulative_length.fill_(length)
+
+
 def _set_cache_length(cache, n: int):
     for layer in cache.layers:
         layer.cumulative_length.fill_(n)
@@ -182,19 +197,25 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
 def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, temperature: float = 1.0,
            do_sample: bool = True, top_p: float = 1.0, eos_ids: Sequence[int] = (), pad_id: int = 0,
            stopping: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-           use_graph: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           use_graph: bool | None = None, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Generate up to `max_new_tokens` per row for left-padded `batch` (input_ids, attention_mask and
     any model inputs such as pixel_values). Returns (sequences (batch, prompt + n), behaviour
     log-probs (batch, n)): n stops at max_new_tokens or when every row has ended (an `eos_ids` token,
     or `stopping(sequences, scores)` true for the row, as a Hugging Face StoppingCriteria); rows that
-    ended earlier continue with `pad_id`. use_graph=None records CUDA graphs on a CUDA device."""
-    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-    device = input_ids.device
+    ended earlier continue with `pad_id`. use_graph=None records CUDA graphs on a CUDA device.
+
+    rows: sample several rows from one prompt (a GRPO group: G rollouts of the same prompt) at the cost
+    of one prefill. Row i of the result continues prompt rows[i] of `batch`; each prompt of `batch` is
+    prefilled once and its keys and values copied to its rows. None: one row per prompt."""
+    device = batch["input_ids"].device
     use_graph = device.type == "cuda" if use_graph is None else use_graph
     use_graph = use_graph and kept.graphs_failed is None
     if use_graph and kept.graph_pool is None:
         kept.graph_pool = torch.cuda.graph_pool_handle()
     weights_at = tuple(p.data_ptr() for p in model.parameters()) if use_graph else None
+    shared = rows is not None
+    rows = rows.to(device) if shared else torch.arange(len(batch["input_ids"]), device=device)
+    input_ids, attention_mask = batch["input_ids"][rows], batch["attention_mask"][rows]
     n_rows, prompt_len = input_ids.shape
     entry = kept.get(n_rows, prompt_len + max_new_tokens)
     if entry.ids is None:
@@ -214,11 +235,18 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     if core is not None and hasattr(core, "rope_deltas"):
         core.rope_deltas = None
     if not has_images:
-        inputs["position_ids"] = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
-    logits = model(**inputs, cache=entry.cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        prompt_mask = batch["attention_mask"]
+        inputs["position_ids"] = (prompt_mask.long().cumsum(-1) - 1).masked_fill(prompt_mask == 0, 1)
+    if shared:  # prefill each prompt once into a growing cache, then give every row its prompt's keys/values
+        out = model(**inputs, use_cache=True, logits_to_keep=1)
+        _copy_prefill(entry.cache, out.past_key_values, rows, prompt_len)
+        logits = out.logits[:, -1][rows]
+        del out
+    else:
+        logits = model(**inputs, cache=entry.cache, use_cache=True, logits_to_keep=1).logits[:, -1]
     next_position = attention_mask.long().sum(-1, keepdim=True)  # text position of the first new token
     if has_images and getattr(core, "rope_deltas", None) is not None:
-        next_position = next_position + core.rope_deltas.to(device).view(n_rows, 1)
+        next_position = next_position + core.rope_deltas.to(device).view(-1, 1)[rows]
 
     from transformers.generation.logits_process import TopPLogitsWarper
 

@@ -382,7 +382,13 @@ class TransformersPolicy:
         if longest >= self.context_length:
             self._check_length(longest + 1, "the prompt plus forced prefix plus one new token")
         max_new = min(max_new_tokens, self.context_length - longest)
-        batch = self._batch(prompts, convs)
+        rows = None
+        if self.generation_cache.startswith("graph"):  # our own sampler prefills each distinct prompt once
+            distinct, rows = _distinct_prompts(prompts, convs)
+            batch = self._batch([prompts[i] for i in distinct], [convs[i] for i in distinct])
+            rows = torch.tensor(rows) if len(distinct) < len(convs) else None
+        else:
+            batch = self._batch(prompts, convs)
         prompt_len = batch["input_ids"].shape[1]
         do_sample = bool(temperature and temperature > 0)
         t = float(temperature) if do_sample else 1.0
@@ -395,7 +401,7 @@ class TransformersPolicy:
                 seqs, lps = graph_decode.sample(
                     self.model, self.kept_caches, batch, max_new_tokens=max_new, temperature=t,
                     do_sample=do_sample, top_p=top_p, eos_ids=self.eos_ids, pad_id=self.pad_id,
-                    stopping=stopper)
+                    stopping=stopper, rows=rows)
                 gen, lps = seqs[:, prompt_len:].cpu(), lps.cpu()
             else:
                 recorder = _RecordLogprobs(t)
@@ -467,6 +473,29 @@ class TransformersPolicy:
             target = torch.tensor(seq[len(seq) - n:], device=logits.device, dtype=torch.long)
             out.append(torch.log_softmax(step_logits, -1).gather(1, target[:, None]).squeeze(1))
         return out
+
+
+def _distinct_prompts(prompts: Sequence[list[int]], convs: Sequence[Conversation]) -> tuple[list[int], list[int]]:
+    """(index of the first conversation of each distinct prompt, for every conversation the position of
+    its prompt in that list). Prompts are the same when their tokens and their images are."""
+    distinct: list[int] = []
+    rows: list[int] = []
+    by_tokens: dict[tuple, list[int]] = {}
+    for i, (prompt, conv) in enumerate(zip(prompts, convs, strict=True)):
+        same_tokens = by_tokens.setdefault(tuple(prompt), [])
+        match = next((j for j in same_tokens if _same_images(convs[distinct[j]], conv)), None)
+        if match is None:
+            match = len(distinct)
+            distinct.append(i)
+            same_tokens.append(match)
+        rows.append(match)
+    return distinct, rows
+
+
+def _same_images(a: Conversation, b: Conversation) -> bool:
+    return (len(a.pixel_values) == len(b.pixel_values)
+            and all(x is y or (x.shape == y.shape and torch.equal(x, y)) for x, y in zip(a.pixel_values, b.pixel_values))
+            and all(torch.equal(x, y) for x, y in zip(a.image_grid_thw, b.image_grid_thw)))
 
 
 def _strip_images(messages):
