@@ -70,7 +70,8 @@ def sample(model, prompts, args, cache: str, seed: int, kept: dict, new_tokens: 
         from agents.lmm.graph_decode import KeptCaches, sample as graph_sample
 
         compile_decode = {"graph-compiled": True, "graph-autotuned": "max-autotune-no-cudagraphs"}.get(cache, False)
-        kept.setdefault("graph", KeptCaches(model, compile_decode=compile_decode and not args.tiny))
+        kept.setdefault("graph", KeptCaches(model, compile_decode=compile_decode and not args.tiny,
+                                            decode_attention=args.decode_attention))
         rows = None
         if args.group_size > 1:  # each distinct prompt prefilled once (as TransformersPolicy does for a group)
             prompts, rows = prompts[::args.group_size], torch.arange(len(prompts)) // args.group_size
@@ -152,6 +153,8 @@ def main(argv=None):
     p.add_argument("--group-size", type=int, default=1,
                    help="G: the batch is batch/G distinct prompts, each G times (a GRPO group); the graph "
                         "samplers prefill each distinct prompt once, stock generate prefills every row")
+    p.add_argument("--decode-attention", default="sdpa", help="attention kernel of the compiled decode step "
+                   "(agents.lmm.graph_decode.DECODE_ATTENTION)")
     p.add_argument("--profile", action="store_true",
                    help="profile one timed call of each sampler (torch.profiler): GPU kernel time per call "
                         "and the kernels that take most of it")
@@ -166,7 +169,7 @@ def main(argv=None):
     if a.tiny:
         a.shapes, a.batch, a.prompt_tokens, a.new_tokens, a.repeats = "tiny", 4, 16, 8, 1
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
-           "group_size": a.group_size,
+           "group_size": a.group_size, "decode_attention": a.decode_attention,
            "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,
            "dtype": str(dtype).replace("torch.", ""), "recorder": a.recorder, "torch": torch.__version__, "command": " ".join(sys.argv),
            "shapes": {}}
@@ -233,6 +236,7 @@ def table(res: dict) -> str:
              f"{res['new_tokens']} new tokens)"
              + (f", {res['batch'] // group} distinct prompts x G = {group} (graph samplers prefill each once)"
                 if group > 1 else ", distinct prompts")
+             + f", compiled decode attention {res.get('decode_attention', 'sdpa')}"
              + f", T = {res['temperature']}, {res['dtype']}, random weights, "
              + ("with the trainers' log-prob recorder" if res.get("recorder", True) else "plain sampling (no recorder)")
              + "; best of the timed calls after a warm-up call (compilation).", "",

@@ -1,6 +1,7 @@
 """agents.lmm.graph_decode on a CPU: the decode attention used under torch.compile, and the compiled
 decode loop against the eager one. (The CUDA-graph replay itself: tests/test_lmm.py, on a GPU.)"""
 
+import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -16,7 +17,8 @@ def grouped_model(seed=0):
     return Qwen2ForCausalLM(cfg).eval()
 
 
-def test_decode_attention_equals_transformers_sdpa_for_one_query_token():
+@pytest.mark.parametrize("kernel", graph_decode.DECODE_ATTENTION)
+def test_decode_attention_equals_transformers_sdpa_for_one_query_token(kernel):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     model = grouped_model()
@@ -27,13 +29,14 @@ def test_decode_attention_equals_transformers_sdpa_for_one_query_token():
     mask = torch.zeros(3, 1, 1, 20)
     mask[0, ..., :5] = torch.finfo(mask.dtype).min  # a left-padded row
     mask[:, ..., 15:] = torch.finfo(mask.dtype).min  # cache slots not written yet
-    ours, _ = graph_decode._decode_sdpa(module, query, key, value, mask, scaling=module.scaling)
+    ours, _ = graph_decode._decode_sdpa(module, query, key, value, mask, scaling=module.scaling, kernel=kernel)
     stock, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=module.scaling)
     assert ours.shape == stock.shape == (3, 1, 8, 8)
     torch.testing.assert_close(ours, stock)
     # more than one query token (a prefill) is transformers' own path
     q2 = torch.randn(3, 8, 4, 8, generator=g)
-    torch.testing.assert_close(graph_decode._decode_sdpa(module, q2, key, value, None, scaling=module.scaling)[0],
+    torch.testing.assert_close(graph_decode._decode_sdpa(module, q2, key, value, None, scaling=module.scaling,
+                                                         kernel=kernel)[0],
                                sdpa_attention_forward(module, q2, key, value, None, scaling=module.scaling)[0])
 
 

@@ -25,6 +25,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -63,15 +64,17 @@ class KeptCaches:
     cache for every query head, which at 3B cost more than the fusion saved. The first shape compiles
     for itself, the second once more for any shape (torch's automatic dynamic shapes). A string is a
     torch.compile mode, e.g. "max-autotune-no-cudagraphs" (inductor benchmarks matmul kernels: slower to
-    compile)."""
+    compile). decode_attention: the compiled step's attention kernel (_decode_sdpa)."""
 
     def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK,
-                 compile_decode: bool | str = False):
+                 compile_decode: bool | str = False, decode_attention: str = "sdpa"):
         self.model, self.max_kept, self.block = model, max_kept, block
         self.entries: OrderedDict[tuple, KeptDecoder] = OrderedDict()
         self.graph_pool = None
         self.graphs_failed: str | None = None  # why recording failed, once it has (then decoding is eager)
-        self.compiled = bool(compile_decode)
+        if decode_attention not in DECODE_ATTENTION:
+            raise ValueError(f"decode_attention must be one of {DECODE_ATTENTION}, got {decode_attention!r}")
+        self.compiled, self.decode_attention = bool(compile_decode), decode_attention
         mode = compile_decode if isinstance(compile_decode, str) else None
         self.decode_forward = torch.compile(_decode_forward, mode=mode) if compile_decode else _decode_forward
 
@@ -95,27 +98,42 @@ class KeptCaches:
         return entry
 
 
-_DECODE_ATTENTION = "paravt_decode_sdpa"
+DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul")  # how a compiled decode step computes attention
 
 
-def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
+                 kernel: str = "sdpa", **kwargs):
     """transformers' SDPA attention, except that one query token attends per group of heads straight on
     the cache's key/value heads (what transformers itself does for one token, but only outside
-    torch.compile: traced, it repeats the whole cache's key/value heads for every query head)."""
+    torch.compile: traced, it repeats the whole cache's key/value heads for every query head).
+    kernel: "sdpa" lets torch pick the SDPA backend, "sdpa-efficient" asks for the memory-efficient
+    one, "matmul" writes the two products and the softmax out for inductor to compile."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
-    if query.shape[2] != 1 or groups == 1 or dropout:
+    if query.shape[2] != 1 or dropout:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     batch, heads, _, dim = query.shape
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query.reshape(batch, heads // groups, groups, dim), key, value, attn_mask=attention_mask, scale=scaling)
+    grouped = query.reshape(batch, heads // groups, groups, dim)
+    if kernel == "matmul":
+        scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * (scaling or dim ** -0.5)
+        if attention_mask is not None:
+            scores = scores + attention_mask
+        out = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = (sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]) if kernel == "sdpa-efficient"
+                    else contextlib.nullcontext())
+        with backends:
+            out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask,
+                                                                   scale=scaling)
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
 
 
 @contextlib.contextmanager
-def _attention_for_compile(model, compiled: bool):
+def _attention_for_compile(model, compiled: bool, kernel: str = "sdpa"):
     """While a compiled decode forward is traced, the model's SDPA attention is _decode_sdpa."""
     config = model.config.get_text_config(decoder=True)
     if not compiled or config._attn_implementation != "sdpa":
@@ -123,9 +141,10 @@ def _attention_for_compile(model, compiled: bool):
         return
     from transformers import AttentionInterface
 
-    if _DECODE_ATTENTION not in AttentionInterface._global_mapping:
-        AttentionInterface.register(_DECODE_ATTENTION, _decode_sdpa)
-    config._attn_implementation = _DECODE_ATTENTION
+    name = f"paravt_decode_{kernel}"
+    if name not in AttentionInterface._global_mapping:
+        AttentionInterface.register(name, partial(_decode_sdpa, kernel=kernel))
+    config._attn_implementation = name
     try:
         yield
     finally:
@@ -160,7 +179,7 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
     else the entry's graph replays (recorded first when missing or the weights moved), and the result
     is a view of a kept buffer: read it before the next step."""
     if weights_at is None:
-        with _attention_for_compile(kept.model, kept.compiled):
+        with _attention_for_compile(kept.model, kept.compiled, kept.decode_attention):
             return kept.decode_forward(kept.model, entry)
     if entry.graph is None or entry.recorded_for != weights_at:
         # Autocast's cache of cast weights is freed when its context closes: a graph must not keep
@@ -169,7 +188,7 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
                     else contextlib.nullcontext())
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        attention = _attention_for_compile(kept.model, kept.compiled)
+        attention = _attention_for_compile(kept.model, kept.compiled, kept.decode_attention)
         with attention:
             with torch.cuda.stream(stream), autocast:  # warm-up off the capture: compilation, lazy inits, workspaces
                 for _ in range(2):
