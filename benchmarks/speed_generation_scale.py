@@ -25,6 +25,10 @@ hf-graph / hf-graph-compiled run it:
   graph-autotuned  the same compiled with mode "max-autotune-no-cudagraphs" (inductor times matmul kernels).
 The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
+--group-size G makes the batch batch/G distinct prompts, each repeated G times (a GRPO group): stock
+`generate` prefills and attends to every row's copy; the graph samplers prefill each distinct prompt
+once and keep its keys and values once (cascade attention: agents.lmm.graph_decode.SharedPrefix), as
+TransformersPolicy does for conversations with the same tokens and images.
 
 Log-probs: for the timed batch, the recorded behaviour log-probs are compared with a training
 forward pass over the finished sequences (the trainers' _tail_logprobs computation: one forward,

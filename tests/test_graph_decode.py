@@ -61,29 +61,36 @@ def test_compiled_decode_samples_what_the_eager_loop_samples():
     assert torch.equal(seqs, ids) and lps.shape == (3, 0)  # nothing asked, nothing generated
 
 
-def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled):
     """rows=...: a prompt sampled several times (a GRPO group) is prefilled once and its keys/values
-    copied to its rows; the samples equal those of the same prompts repeated in the batch."""
+    kept once (cascade attention over the prompt and each row's new tokens); the samples equal those
+    of the same prompts repeated in the batch, for groups of unequal size and in any row order."""
     model = grouped_model()
-    ids = torch.randint(1, 300, (2, 10), generator=torch.Generator().manual_seed(3))
+    ids = torch.randint(1, 300, (3, 10), generator=torch.Generator().manual_seed(3))
     mask = torch.ones_like(ids)
     mask[1, :3] = 0  # left padding
-    rows = torch.tensor([0, 0, 1, 0, 1, 1])
+    rows = torch.tensor([0, 0, 1, 0, 1, 1, 1, 2])
     prefills = []
-    model.register_forward_pre_hook(lambda m, a, kw: prefills.append(kw["input_ids"].shape) if kw["input_ids"].shape[1] > 1
-                                    else None, with_kwargs=True)
+    hook = model.register_forward_pre_hook(
+        lambda m, a, kw: prefills.append(kw["input_ids"].shape) if kw["input_ids"].shape[1] > 1 else None,
+        with_kwargs=True)
     runs = []
     for shared in (False, True):
-        kept = graph_decode.KeptCaches(model)
-        batch = {"input_ids": ids, "attention_mask": mask} if shared else {"input_ids": ids[rows], "attention_mask": mask[rows]}
-        for _ in range(2):  # the second call reuses the kept cache, whose rows hold the first call's keys
+        kept = graph_decode.KeptCaches(model, compile_decode=compiled)
+        batch = ({"input_ids": ids, "attention_mask": mask} if shared
+                 else {"input_ids": ids[rows], "attention_mask": mask[rows]})
+        for _ in range(2):  # the second call reuses the kept entry, whose buffers hold the first call's
             torch.manual_seed(11)
             runs.append(graph_decode.sample(model, kept, batch, max_new_tokens=7, temperature=0.9,
                                             rows=rows if shared else None))
-    assert prefills == [(6, 10), (6, 10), (2, 10), (2, 10)]  # one prefill row per distinct prompt
+    hook.remove()
+    assert prefills == [(8, 10), (8, 10), (3, 10), (3, 10)]  # one prefill row per distinct prompt
+    assert list(kept.entries) == [(8, 256, None, (3, 4, 256))]  # new tokens only; prompts of groups up to 4
     (seqs, lps), again, (shared_seqs, shared_lps), shared_again = runs
-    assert seqs.shape == (6, 17) and torch.equal(seqs[:, :10], ids[rows])
-    assert len({tuple(r) for r in seqs[rows == 0, 10:].tolist()}) > 1  # rows of one prompt sample differently
+    assert seqs.shape == (8, 17) and torch.equal(seqs[:, :10], ids[rows])
+    assert len({tuple(r) for r in seqs[rows == 1, 10:].tolist()}) > 1  # rows of one prompt sample differently
     for s, lp in (again, (shared_seqs, shared_lps), shared_again):
         assert torch.equal(s, seqs)
         torch.testing.assert_close(lp, lps, atol=1e-5, rtol=0)
+    assert model.config._attn_implementation == "sdpa"

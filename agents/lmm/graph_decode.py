@@ -48,6 +48,23 @@ class KeptDecoder:
     logits: torch.Tensor | None = None     # (batch, vocab) the graph's output
     graph: object = None
     recorded_for: tuple = field(default=())  # weight addresses when recorded; moved weights -> record again
+    prefix_shape: tuple[int, int, int] | None = None  # (prompts, group, length) for rows that share prompts
+    prefix: SharedPrefix | None = None     # then: the prompts' keys/values, kept once
+
+
+@dataclass
+class SharedPrefix:
+    """The keys and values of each distinct prompt, kept once for all the rows that continue it. A decode
+    step attends to them with cascade attention (_cascade_attention): the rows of one prompt read its
+    keys together, and the cache of the entry holds only the new tokens."""
+    keys: tuple[torch.Tensor, ...]    # per layer (prompts, key/value heads, length, head dim)
+    values: tuple[torch.Tensor, ...]
+    mask: torch.Tensor                # (prompts, 1, 1, length) additive: 0 over the prompt's real tokens
+    members: torch.Tensor             # (prompts, group) the rows of each prompt, short groups padded with a repeat
+    slot: torch.Tensor                # (rows,) each row's place in members.flatten()
+
+    def as_kwargs(self) -> dict:
+        return {"shared_prefix": (self.keys, self.values, self.mask, self.members, self.slot)}
 
 
 def _autocast_dtype(device_type: str) -> torch.dtype | None:
@@ -81,15 +98,22 @@ class KeptCaches:
     def __len__(self):
         return len(self.entries)
 
-    def get(self, batch_size: int, length: int) -> KeptDecoder:
-        """The kept entry for this batch size and length (rounded up to a block), its cache emptied."""
-        key = (batch_size, -(-length // self.block) * self.block, _autocast_dtype(self.model.device.type))
+    def round_up(self, length: int) -> int:
+        return max(1, -(-length // self.block)) * self.block
+
+    def get(self, batch_size: int, length: int, prefix: tuple[int, int, int] | None = None) -> KeptDecoder:
+        """The kept entry for this batch size and length (rounded up to a block), its cache emptied.
+        prefix=(prompts, group, prompt length): the entry keeps a SharedPrefix of that shape (the
+        length rounded up to a block) and its cache holds the new tokens only."""
+        if prefix is not None:
+            prefix = (prefix[0], prefix[1], self.round_up(prefix[2]))
+        key = (batch_size, self.round_up(length), _autocast_dtype(self.model.device.type), prefix)
         entry = self.entries.get(key)
         if entry is None:
             from transformers import StaticCache
 
             cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
-            entry = self.entries[key] = KeptDecoder(cache, *key)
+            entry = self.entries[key] = KeptDecoder(cache, *key[:3], prefix_shape=prefix)
             while len(self.entries) > self.max_kept:
                 self.entries.popitem(last=False)
         else:
@@ -102,12 +126,13 @@ DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul")  # how a compiled decode
 
 
 def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
-                 kernel: str = "sdpa", **kwargs):
+                 kernel: str = "sdpa", shared_prefix=None, **kwargs):
     """transformers' SDPA attention, except that one query token attends per group of heads straight on
     the cache's key/value heads (what transformers itself does for one token, but only outside
     torch.compile: traced, it repeats the whole cache's key/value heads for every query head).
     kernel: "sdpa" lets torch pick the SDPA backend, "sdpa-efficient" asks for the memory-efficient
-    one, "matmul" writes the two products and the softmax out for inductor to compile."""
+    one, "matmul" writes the two products and the softmax out for inductor to compile. With a
+    `shared_prefix` (SharedPrefix.as_kwargs) it is _cascade_attention."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
@@ -116,7 +141,10 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
                                       is_causal=is_causal, **kwargs)
     batch, heads, _, dim = query.shape
     grouped = query.reshape(batch, heads // groups, groups, dim)
-    if kernel == "matmul":
+    if shared_prefix is not None:
+        out = _cascade_attention(module.layer_idx, grouped, key, value, attention_mask,
+                                 scaling or dim ** -0.5, shared_prefix)
+    elif kernel == "matmul":
         scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * (scaling or dim ** -0.5)
         if attention_mask is not None:
             scores = scores + attention_mask
@@ -132,11 +160,38 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
 
 
+def _cascade_attention(layer: int, query, key, value, mask, scale: float, shared_prefix):
+    """One new token per row attending to its prompt's keys (kept once per prompt) and to its own new
+    tokens (the entry's cache), with one softmax over both: the same result as attending to a copy of
+    the prompt in every row, while each prompt's keys are read once for all its rows.
+    query (rows, kv heads, groups, dim); key/value (rows, kv heads, new slots, dim); mask (rows, 1, 1, new slots)."""
+    keys, values, prefix_mask, members, slot = shared_prefix
+    prefix_keys, prefix_values = keys[layer], values[layer]
+    prompts, kv_heads, length, dim = prefix_keys.shape
+    group, groups = members.shape[1], query.shape[2]
+    by_prompt = members.flatten()
+
+    def to_prompts(x):  # (rows, kv heads, groups, n) -> (prompts, kv heads, group * groups, n)
+        return x[by_prompt].view(prompts, group, kv_heads, groups, -1).transpose(1, 2).reshape(
+            prompts, kv_heads, group * groups, -1)
+
+    def to_rows(x):  # the inverse, padding members dropped
+        return x.view(prompts, kv_heads, group, groups, -1).transpose(1, 2).reshape(
+            prompts * group, kv_heads, groups, -1)[slot]
+
+    prefix_scores = torch.matmul(to_prompts(query), prefix_keys.transpose(-1, -2)).float() * scale + prefix_mask
+    own_scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale + mask
+    probs = torch.softmax(torch.cat([to_rows(prefix_scores), own_scores], dim=-1), dim=-1).to(value.dtype)
+    prefix_probs, own_probs = probs.split([length, own_scores.shape[-1]], dim=-1)
+    return to_rows(torch.matmul(to_prompts(prefix_probs), prefix_values)) + torch.matmul(own_probs, value)
+
+
 @contextlib.contextmanager
-def _attention_for_compile(model, compiled: bool, kernel: str = "sdpa"):
-    """While a compiled decode forward is traced, the model's SDPA attention is _decode_sdpa."""
+def _attention_for_compile(model, compiled: bool, kernel: str = "sdpa", shared: bool = False):
+    """While a compiled decode forward is traced, or any decode forward with a shared prefix runs, the
+    model's SDPA attention is _decode_sdpa."""
     config = model.config.get_text_config(decoder=True)
-    if not compiled or config._attn_implementation != "sdpa":
+    if not (compiled or shared) or config._attn_implementation != "sdpa":
         yield
         return
     from transformers import AttentionInterface
@@ -151,16 +206,38 @@ def _attention_for_compile(model, compiled: bool, kernel: str = "sdpa"):
         config._attn_implementation = "sdpa"
 
 
-def _copy_prefill(cache, prefilled, rows: torch.Tensor, length: int):
-    """Write the keys and values of `prefilled` (one row per prompt, `length` slots) into the static
-    `cache`, row i taking prompt rows[i]'s."""
-    for layer, source in zip(cache.layers, prefilled.layers, strict=True):
-        keys, values = source.keys[rows], source.values[rows]
-        if not layer.is_initialized:
-            layer.lazy_initialization(keys, values)
-        layer.keys[:, :, :length].copy_(keys)
-        layer.values[:, :, :length].copy_(values)
-        layer.cumulative_length.fill_(length)
+def _fill_prefix(prefix: SharedPrefix, prefilled, prompt_mask: torch.Tensor, rows: torch.Tensor):
+    """Keep the prompts' keys and values of a prefill (`prefilled`, one row per prompt) in `prefix`,
+    mask its slots past the prompts, and lay out which rows continue which prompt."""
+    length = prompt_mask.shape[1]
+    for keys, values, layer in zip(prefix.keys, prefix.values, prefilled.layers, strict=True):
+        keys[:, :, :length].copy_(layer.keys)
+        values[:, :, :length].copy_(layer.values)
+    prefix.mask.fill_(torch.finfo(prefix.mask.dtype).min)
+    prefix.mask[:, 0, 0, :length].masked_fill_(prompt_mask.bool(), 0.0)
+    members = [[] for _ in range(len(prefix.members))]
+    for row, prompt in enumerate(rows.tolist()):
+        members[prompt].append(row)
+    group = prefix.members.shape[1]
+    slot = [0] * len(rows)
+    for prompt, own in enumerate(members):
+        for j, row in enumerate(own):
+            slot[row] = prompt * group + j
+    padded = [own + [own[-1] if own else 0] * (group - len(own)) for own in members]
+    prefix.members.copy_(torch.tensor(padded))
+    prefix.slot.copy_(torch.tensor(slot))
+
+
+def _new_prefix(prefilled, prompts: int, group: int, length: int, rows: int, mask_dtype) -> SharedPrefix:
+    def like(t):
+        return t.new_zeros(prompts, t.shape[1], length, t.shape[3])  # masked slots are read: finite
+
+    device = prefilled.layers[0].keys.device
+    return SharedPrefix(keys=tuple(like(layer.keys) for layer in prefilled.layers),
+                        values=tuple(like(layer.values) for layer in prefilled.layers),
+                        mask=torch.empty(prompts, 1, 1, length, dtype=mask_dtype, device=device),
+                        members=torch.zeros(prompts, group, dtype=torch.long, device=device),
+                        slot=torch.zeros(rows, dtype=torch.long, device=device))
 
 
 def _set_cache_length(cache, n: int):
@@ -169,8 +246,9 @@ def _set_cache_length(cache, n: int):
 
 
 def _decode_forward(model, entry: KeptDecoder) -> torch.Tensor:
+    shared = entry.prefix.as_kwargs() if entry.prefix is not None else {}
     out = model(input_ids=entry.ids, attention_mask=entry.mask, position_ids=entry.positions, cache=entry.cache,
-                use_cache=True, logits_to_keep=1)
+                use_cache=True, logits_to_keep=1, **shared)
     return out.logits[:, -1]
 
 
@@ -179,7 +257,7 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
     else the entry's graph replays (recorded first when missing or the weights moved), and the result
     is a view of a kept buffer: read it before the next step."""
     if weights_at is None:
-        with _attention_for_compile(kept.model, kept.compiled, kept.decode_attention):
+        with _attention_for_compile(kept.model, kept.compiled, kept.decode_attention, entry.prefix is not None):
             return kept.decode_forward(kept.model, entry)
     if entry.graph is None or entry.recorded_for != weights_at:
         # Autocast's cache of cast weights is freed when its context closes: a graph must not keep
@@ -188,7 +266,7 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
                     else contextlib.nullcontext())
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        attention = _attention_for_compile(kept.model, kept.compiled, kept.decode_attention)
+        attention = _attention_for_compile(kept.model, kept.compiled, kept.decode_attention, entry.prefix is not None)
         with attention:
             with torch.cuda.stream(stream), autocast:  # warm-up off the capture: compilation, lazy inits, workspaces
                 for _ in range(2):
@@ -225,7 +303,8 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
 
     rows: sample several rows from one prompt (a GRPO group: G rollouts of the same prompt) at the cost
     of one prefill. Row i of the result continues prompt rows[i] of `batch`; each prompt of `batch` is
-    prefilled once and its keys and values copied to its rows. None: one row per prompt."""
+    prefilled once and its keys and values kept once (SharedPrefix), not copied to its rows. None: one
+    row per prompt."""
     device = batch["input_ids"].device
     use_graph = device.type == "cuda" if use_graph is None else use_graph
     use_graph = use_graph and kept.graphs_failed is None
@@ -236,15 +315,20 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     rows = rows.to(device) if shared else torch.arange(len(batch["input_ids"]), device=device)
     input_ids, attention_mask = batch["input_ids"][rows], batch["attention_mask"][rows]
     n_rows, prompt_len = input_ids.shape
-    entry = kept.get(n_rows, prompt_len + max_new_tokens)
+    if shared:  # the entry's cache holds the new tokens; the prompts live in its SharedPrefix
+        group = int(torch.bincount(rows, minlength=len(batch["input_ids"])).max())
+        entry = kept.get(n_rows, max_new_tokens, prefix=(len(batch["input_ids"]), group, prompt_len))
+    else:
+        entry = kept.get(n_rows, prompt_len + max_new_tokens)
+    first_slot = 0 if shared else prompt_len  # where the first new token's keys go in the entry's cache
     if entry.ids is None:
         dtype = model.get_input_embeddings().weight.dtype
         entry.ids = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         entry.positions = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         entry.mask = torch.empty(n_rows, 1, 1, entry.length, dtype=dtype, device=device)
-    blocked = torch.finfo(entry.mask.dtype).min
-    entry.mask.fill_(blocked)
-    entry.mask[:, 0, 0, :prompt_len].masked_fill_(attention_mask.bool(), 0.0)
+    entry.mask.fill_(torch.finfo(entry.mask.dtype).min)
+    if not shared:
+        entry.mask[:, 0, 0, :prompt_len].masked_fill_(attention_mask.bool(), 0.0)
 
     # Prefill. Text positions count real tokens (left padding skipped), as `generate` does; with
     # images the Qwen-VL model builds its M-RoPE positions and keeps their offset in rope_deltas.
@@ -256,9 +340,11 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     if not has_images:
         prompt_mask = batch["attention_mask"]
         inputs["position_ids"] = (prompt_mask.long().cumsum(-1) - 1).masked_fill(prompt_mask == 0, 1)
-    if shared:  # prefill each prompt once into a growing cache, then give every row its prompt's keys/values
+    if shared:  # prefill each prompt once into a growing cache, then keep its keys/values for its rows
         out = model(**inputs, use_cache=True, logits_to_keep=1)
-        _copy_prefill(entry.cache, out.past_key_values, rows, prompt_len)
+        if entry.prefix is None:
+            entry.prefix = _new_prefix(out.past_key_values, *entry.prefix_shape, n_rows, entry.mask.dtype)
+        _fill_prefix(entry.prefix, out.past_key_values, batch["attention_mask"], rows)
         logits = out.logits[:, -1][rows]
         del out
     else:
@@ -277,8 +363,8 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
         if step:
             entry.ids.copy_(sequences[:, -1:])
             entry.positions.copy_(next_position + (step - 1))
-            entry.mask[:, 0, 0, prompt_len + step - 1] = 0.0
-            logits = _decode_step(kept, entry, prompt_len + step - 1, weights_at)
+            entry.mask[:, 0, 0, first_slot + step - 1] = 0.0
+            logits = _decode_step(kept, entry, first_slot + step - 1, weights_at)
         scores = logits.to(dtype=torch.float32, copy=True)
         logprob_table = torch.log_softmax(scores / temperature, dim=-1)
         if do_sample:
