@@ -162,28 +162,32 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
 
 def _cascade_attention(layer: int, query, key, value, mask, scale: float, shared_prefix):
     """One new token per row attending to its prompt's keys (kept once per prompt) and to its own new
-    tokens (the entry's cache), with one softmax over both: the same result as attending to a copy of
-    the prompt in every row, while each prompt's keys are read once for all its rows.
+    tokens (the entry's cache): the same result as attending to a copy of the prompt in every row,
+    while each prompt's keys and values are read once for all its rows. The two parts are softmaxed
+    apart and merged by their maxima and sums, so only small per-query results change layout.
     query (rows, kv heads, groups, dim); key/value (rows, kv heads, new slots, dim); mask (rows, 1, 1, new slots)."""
     keys, values, prefix_mask, members, slot = shared_prefix
     prefix_keys, prefix_values = keys[layer], values[layer]
-    prompts, kv_heads, length, dim = prefix_keys.shape
+    prompts, kv_heads, _, dim = prefix_keys.shape
     group, groups = members.shape[1], query.shape[2]
-    by_prompt = members.flatten()
 
-    def to_prompts(x):  # (rows, kv heads, groups, n) -> (prompts, kv heads, group * groups, n)
-        return x[by_prompt].view(prompts, group, kv_heads, groups, -1).transpose(1, 2).reshape(
-            prompts, kv_heads, group * groups, -1)
+    def unnormalised(q, k, v, m):  # softmax numerator times values, its row maximum and its row sum
+        scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale + m
+        top = scores.amax(dim=-1, keepdim=True)
+        weights = torch.exp(scores - top)
+        return torch.matmul(weights.to(v.dtype), v).float(), top, weights.sum(dim=-1, keepdim=True)
 
-    def to_rows(x):  # the inverse, padding members dropped
-        return x.view(prompts, kv_heads, group, groups, -1).transpose(1, 2).reshape(
-            prompts * group, kv_heads, groups, -1)[slot]
-
-    prefix_scores = torch.matmul(to_prompts(query), prefix_keys.transpose(-1, -2)).float() * scale + prefix_mask
-    own_scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale + mask
-    probs = torch.softmax(torch.cat([to_rows(prefix_scores), own_scores], dim=-1), dim=-1).to(value.dtype)
-    prefix_probs, own_probs = probs.split([length, own_scores.shape[-1]], dim=-1)
-    return to_rows(torch.matmul(to_prompts(prefix_probs), prefix_values)) + torch.matmul(own_probs, value)
+    by_prompt = query[members.flatten()].view(prompts, group, kv_heads, groups, dim)
+    by_prompt = by_prompt.transpose(1, 2).reshape(prompts, kv_heads, group * groups, dim)
+    parts = unnormalised(by_prompt, prefix_keys, prefix_values, prefix_mask)
+    prefix_out, prefix_top, prefix_sum = (  # back to rows (padding members dropped)
+        x.view(prompts, kv_heads, group, groups, -1).transpose(1, 2).reshape(prompts * group, kv_heads, groups, -1)[slot]
+        for x in parts)
+    own_out, own_top, own_sum = unnormalised(query, key, value, mask)
+    top = torch.maximum(prefix_top, own_top)
+    prefix_scale, own_scale = torch.exp(prefix_top - top), torch.exp(own_top - top)
+    out = (prefix_out * prefix_scale + own_out * own_scale) / (prefix_sum * prefix_scale + own_sum * own_scale)
+    return out.to(value.dtype)
 
 
 @contextlib.contextmanager
