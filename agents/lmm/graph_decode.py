@@ -13,6 +13,10 @@ its own compiled path with a static cache skipped CUDA graphs for us and gained 
            softmax, multinomial; argmax when greedy), so one seed gives the same draws, and the
            behaviour log-prob of each token is log_softmax(logits / T) as the trainers record it.
 
+Rows that continue the same prompt (`rows=`, a GRPO group) share one prefill and one copy of the
+prompt's keys and values (SharedPrefix, cascade attention): one prefill per prompt, and each decode step
+reads a prompt's keys once for all its rows.
+
 On a CPU (or with graphs off) the same loop runs the decode forward eagerly: that is what the
 tests compare with `generate`. Positions follow `generate`: a text model counts real (unpadded)
 tokens; a Qwen-VL model adds the M-RoPE offset (`rope_deltas`) its prefill computed.
