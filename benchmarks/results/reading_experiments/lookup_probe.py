@@ -9,7 +9,9 @@ no prior can stand in for the lookup; half of them put an option's colour with a
 another response, so the shape must be looked up. It reports teacher-forced shape and answer
 accuracy on held-out probes as it trains, then saves the model for copy_diagnosis.py.
 
-    python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR [MINUTES] [SEED]
+    python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR [MINUTES] [SEED] [single|multi]
+
+multi: probe_multi, the lookup with several objects per response and no grounded think line.
 
 (SEED draws the training probes; a continuation from OUT_DIR takes another seed. Held-out probes
 are always the same 200.)
@@ -72,6 +74,51 @@ def probe(rng: np.random.Generator) -> Sample:
     return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
 
 
+def probe_multi(rng: np.random.Generator) -> Sample:
+    """The lookup alone, in real captions' shape: 1-3 responses of 2-4 objects each; the question names
+    the target's shape (colour question) or lists it among four options none of whose other objects
+    appear; the final think line is the fixed one, so the answer token itself must do the lookup:
+    the colour just before the named shape, or the letter of the option that appears."""
+    objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
+    mcq = rng.random() < 0.5
+    n_resp = int(rng.integers(1, 4))
+    sizes = rng.integers(2, 5, n_resp)
+    pick = rng.choice(len(objs), int(sizes.sum()) + 3, replace=False)
+    seen = [objs[i] for i in pick[:int(sizes.sum())]]
+    target = seen[int(rng.integers(len(seen)))]
+    if not mcq:  # the named shape must single out the target
+        seen = [o for o in seen if o == target or o[1] != target[1]]
+        sizes = np.maximum(1, sizes - (int(sizes.sum()) - len(seen)) // n_resp)
+        sizes[-1] = len(seen) - int(sizes[:-1].sum())
+    scenes = list(rng.choice(SCENE_NAMES, 3, replace=False))
+    if mcq:
+        absent = [objs[i] for i in pick[int(sum(sizes)):]]
+        options = absent + [target]
+        order = rng.permutation(4)
+        options = [options[i] for i in order]
+        q = ("Question: Which of these objects appears during the video?\nOptions:\n"
+             + "\n".join(f"{'ABCD'[i]}. {c} {s}" for i, (c, s) in enumerate(options)))
+        answer = "ABCD"[list(order).index(3)]
+    else:
+        q = f"Question: What colour is the large {target[1]} that appears in the video? Answer with one word."
+        answer = target[0]
+    t0, responses, at = float(rng.uniform(0, 600)), [], 0
+    for j in range(n_resp):
+        a, b = t0 + 60 * j, t0 + 60 * j + 50
+        items, at = seen[at:at + int(sizes[j])], at + int(sizes[j])
+        objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + 3 + 11 * k:.1f} s)"
+                            for k, (c, s) in enumerate(items))
+        responses.append(f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scenes[j]} scene "
+                         f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
+    calls = "".join(f'<tool_call>{{"name": "crop_video", "arguments": {{"start_time": {int(t0 + 60 * j)}, '
+                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(n_resp))
+    messages = [{"role": "user", "content": q},
+                {"role": "assistant", "content": "<think>\nI need a closer look.\n</think>\n" + calls},
+                {"role": "user", "content": "".join(responses)},
+                {"role": "assistant", "content": f"<think>\nThe crops answer it.\n</think>\n<answer>{answer}</answer>"}]
+    return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
+
+
 def records(samples, enc) -> Records:
     p = pack_records([encode_record(enc, s) for s in samples])
     return Records(p["ids"], p["mask"], p["tok_off"], p["frames"], p["img_off"], p["kind"])
@@ -99,12 +146,13 @@ def measure(tr: Trainee, recs: Records, mcq: np.ndarray, show: list[int]) -> dic
 def main():
     ck, out, minutes = sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 15.0
     seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    make = probe_multi if len(sys.argv) > 5 and sys.argv[5] == "multi" else probe
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     pol = TransformersPolicy(ck)
     enc = encoding_policy(pol.tokenizer)
     tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, "cpu", answer_weight=10.0)
-    held = [probe(np.random.default_rng(10_000 + i)) for i in range(200)]
+    held = [make(np.random.default_rng(10_000 + i)) for i in range(200)]
     held_recs, held_mcq = records(held, enc), np.array([s.meta["mcq"] for s in held])
     show = pol.tokenizer.encode("The crops show a", add_special_tokens=False)
     opt = torch.optim.AdamW(pol.model.parameters(), lr=5e-4, weight_decay=0.01, betas=(0.9, 0.95))
@@ -112,7 +160,7 @@ def main():
     t_end, step = time.time() + 60 * minutes, 0
     pol.model.train()
     while time.time() < t_end:
-        batch = records([probe(rng) for _ in range(64)], enc)
+        batch = records([make(rng) for _ in range(64)], enc)
         loss, _ = tr.loss(tr.collate(batch, np.arange(len(batch))))
         opt.zero_grad(set_to_none=True)
         loss.backward()
