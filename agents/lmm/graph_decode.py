@@ -351,8 +351,8 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     if shared:  # prefill each prompt once into a growing cache, then keep its keys/values for its rows
         out = model(**inputs, use_cache=True, logits_to_keep=1)
         if entry.prefix is None:
-            entry.prefix = _new_prefix(out.past_key_values, *entry.prefix_shape, n_rows, entry.mask.dtype)
-        _fill_prefix(entry.prefix, out.past_key_values, batch["attention_mask"], rows)
+            entry.prefix = _new_prefix(out.cache, *entry.prefix_shape, n_rows, entry.mask.dtype)
+        _fill_prefix(entry.prefix, out.cache, batch["attention_mask"], rows)
         logits = out.logits[:, -1][rows]
         del out
     else:
