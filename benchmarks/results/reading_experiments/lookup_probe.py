@@ -60,17 +60,27 @@ def probe(rng: np.random.Generator) -> Sample:
         else:  # a decoy: an option's colour with another shape, or a filler object
             c = others[0][0] if rng.random() < 0.5 else fillers[j % len(fillers)][0]
             items = [(c, SHAPES[(SHAPES.index(target[1]) + 1 + j) % len(SHAPES)])]
-        objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + 10 + 7 * k:.1f} s)"
-                            for k, (c, s) in enumerate(items))
-        responses.append(f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scenes[j]} scene "
-                         f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
+        responses.append(response(rng, a, b, scenes[j], items, first=10, spacing=7))
+    return conversation(q, t0, responses, f"The crops show a {target[0]} {target[1]}.", answer, mcq)
+
+
+def response(rng, a: float, b: float, scene: str, items, first: float, spacing: float) -> str:
+    """One tool response in the env's wording (positions drawn from rng, in order)."""
+    objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + first + spacing * k:.1f} s)"
+                        for k, (c, s) in enumerate(items))
+    return (f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scene} scene "
+            f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
+
+
+def conversation(q: str, t0: float, responses: list[str], think: str, answer: str, mcq: bool) -> Sample:
+    """A drill-shaped conversation: the calls that gave `responses` (60 s apart), then the answer turn
+    (the only target)."""
     calls = "".join(f'<tool_call>{{"name": "crop_video", "arguments": {{"start_time": {int(t0 + 60 * j)}, '
-                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(n_resp))
+                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(len(responses)))
     messages = [{"role": "user", "content": q},
                 {"role": "assistant", "content": "<think>\nI need a closer look.\n</think>\n" + calls},
                 {"role": "user", "content": "".join(responses)},
-                {"role": "assistant", "content": f"<think>\nThe crops show a {target[0]} {target[1]}.\n</think>\n"
-                                                 f"<answer>{answer}</answer>"}]
+                {"role": "assistant", "content": f"<think>\n{think}\n</think>\n<answer>{answer}</answer>"}]
     return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
 
 
@@ -106,17 +116,8 @@ def probe_multi(rng: np.random.Generator) -> Sample:
     for j in range(n_resp):
         a, b = t0 + 60 * j, t0 + 60 * j + 50
         items, at = seen[at:at + int(sizes[j])], at + int(sizes[j])
-        objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + 3 + 11 * k:.1f} s)"
-                            for k, (c, s) in enumerate(items))
-        responses.append(f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scenes[j]} scene "
-                         f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
-    calls = "".join(f'<tool_call>{{"name": "crop_video", "arguments": {{"start_time": {int(t0 + 60 * j)}, '
-                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(n_resp))
-    messages = [{"role": "user", "content": q},
-                {"role": "assistant", "content": "<think>\nI need a closer look.\n</think>\n" + calls},
-                {"role": "user", "content": "".join(responses)},
-                {"role": "assistant", "content": f"<think>\nThe crops answer it.\n</think>\n<answer>{answer}</answer>"}]
-    return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
+        responses.append(response(rng, a, b, scenes[j], items, first=3, spacing=11))
+    return conversation(q, t0, responses, "The crops answer it.", answer, mcq)
 
 
 def records(samples, enc) -> Records:
