@@ -42,14 +42,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agents.lmm.graph_decode import DECODE_ATTENTION  # noqa: E402
 from agents.lmm.policy import _RecordLogprobs  # noqa: E402
 from benchmarks.report import write_report  # noqa: E402
 from benchmarks.scale_fsdp import lm_config  # noqa: E402
@@ -118,6 +119,18 @@ def training_logprobs(model, seqs, n_new: int, temperature: float, micro: int = 
     return torch.cat(out)
 
 
+def timed(call, seeds, device) -> tuple[list[float], object]:
+    """Seconds of call(seed=s) for each seed (the device synchronised around each) and the last result."""
+    times, out = [], None
+    for seed in seeds:
+        sync(device)
+        t0 = time.perf_counter()
+        out = call(seed=seed)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
 def profile_call(call, device, top: int = 12) -> dict:
     """GPU kernel time of one call and its largest kernels (self device time, summed over launches)."""
     from torch.profiler import ProfilerActivity, profile
@@ -157,8 +170,8 @@ def main(argv=None):
     p.add_argument("--group-size", type=int, default=1,
                    help="G: the batch is batch/G distinct prompts, each G times (a GRPO group); the graph "
                         "samplers prefill each distinct prompt once, stock generate prefills every row")
-    p.add_argument("--decode-attention", default="sdpa", help="attention kernel of the compiled decode step "
-                   "(agents.lmm.graph_decode.DECODE_ATTENTION)")
+    p.add_argument("--decode-attention", default="sdpa", choices=DECODE_ATTENTION,
+                   help="attention kernel of the compiled decode step (agents.lmm.graph_decode._decode_sdpa)")
     p.add_argument("--profile", action="store_true",
                    help="profile one timed call of each sampler (torch.profiler): GPU kernel time per call "
                         "and the kernels that take most of it")
@@ -172,6 +185,8 @@ def main(argv=None):
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if a.tiny:
         a.shapes, a.batch, a.prompt_tokens, a.new_tokens, a.repeats = "tiny", 4, 16, 8, 1
+    if a.batch % a.group_size:
+        p.error(f"--batch {a.batch} is not a multiple of --group-size {a.group_size}")
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
            "group_size": a.group_size, "decode_attention": a.decode_attention,
            "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,
@@ -181,33 +196,16 @@ def main(argv=None):
     for shape in a.shapes.split(","):
         model = build(shape, device, dtype)
         gen = torch.Generator().manual_seed(0)
-        if a.batch % a.group_size:
-            p.error(f"--batch {a.batch} is not a multiple of --group-size {a.group_size}")
         distinct = torch.randint(1, model.config.vocab_size, (a.batch // a.group_size, a.prompt_tokens), generator=gen)
         prompts = distinct.repeat_interleave(a.group_size, dim=0).to(device)
         rows = {}
         for cache in a.caches.split(","):
             kept: dict = {}
-            sync(device)
-            t0 = time.perf_counter()
-            sample(model, prompts, a, cache, seed=0, kept=kept)  # warm-up (compilation for the static caches)
-            sync(device)
-            first = time.perf_counter() - t0
-            times = []
-            for r in range(a.repeats):
-                sync(device)
-                t0 = time.perf_counter()
-                seqs, lps = sample(model, prompts, a, cache, seed=1 + r, kept=kept)
-                sync(device)
-                times.append(time.perf_counter() - t0)
-            prefill = []  # the prompt pass alone: one new token, the same cache block
-            for r in range(a.repeats):
-                sync(device)
-                t0 = time.perf_counter()
-                sample(model, prompts, a, cache, seed=1 + r, kept=kept, new_tokens=1)
-                sync(device)
-                prefill.append(time.perf_counter() - t0)
-            profile = profile_call(partial(sample, model, prompts, a, cache, seed=1, kept=kept), device) if a.profile else None
+            run = partial(sample, model, prompts, a, cache, kept=kept)
+            (first,), _ = timed(run, [0], device)  # warm-up (compilation, graph recording)
+            times, (seqs, lps) = timed(run, range(1, 1 + a.repeats), device)
+            prefill, _ = timed(partial(run, new_tokens=1), range(1, 1 + a.repeats), device)  # the prompt pass alone
+            profile = profile_call(partial(run, seed=1), device) if a.profile else None
             ref = training_logprobs(model, seqs, a.new_tokens, a.temperature) if lps is not None else None
             diff = (lps.to(ref.device) - ref).abs() if lps is not None else torch.full((1,), float("nan"))
             best = min(times)

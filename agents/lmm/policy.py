@@ -382,13 +382,11 @@ class TransformersPolicy:
         if longest >= self.context_length:
             self._check_length(longest + 1, "the prompt plus forced prefix plus one new token")
         max_new = min(max_new_tokens, self.context_length - longest)
-        rows = None
+        distinct, rows = list(range(len(convs))), None
         if self.generation_cache.startswith("graph"):  # our own sampler prefills each distinct prompt once
-            distinct, rows = _distinct_prompts(prompts, convs)
-            batch = self._batch([prompts[i] for i in distinct], [convs[i] for i in distinct])
-            rows = torch.tensor(rows) if len(distinct) < len(convs) else None
-        else:
-            batch = self._batch(prompts, convs)
+            distinct, of_prompt = _distinct_prompts(prompts, convs)
+            rows = torch.tensor(of_prompt) if len(distinct) < len(convs) else None
+        batch = self._batch([prompts[i] for i in distinct], [convs[i] for i in distinct])
         prompt_len = batch["input_ids"].shape[1]
         do_sample = bool(temperature and temperature > 0)
         t = float(temperature) if do_sample else 1.0
