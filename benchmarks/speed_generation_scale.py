@@ -23,6 +23,8 @@ hf-graph / hf-graph-compiled run it:
   graph-eager      the same loop with the decode forward run eagerly (what the graph alone buys);
   graph-compiled   the graph recorded around the torch.compile'd decode forward (inductor's fused kernels);
   graph-autotuned  the same compiled with mode "max-autotune-no-cudagraphs" (inductor times matmul kernels).
+A graph sampler named NAME:KERNEL uses that decode attention kernel instead of --decode-attention
+(e.g. --caches dynamic,graph-compiled,graph-compiled:flex compares two kernels against one stock run).
 The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 --group-size G makes the batch batch/G distinct prompts, each repeated G times (a GRPO group): stock
@@ -71,12 +73,13 @@ def sample(model, prompts, args, cache: str, seed: int, kept: dict, new_tokens: 
     from transformers import CompileConfig, GenerationConfig, StaticCache
 
     new_tokens = args.new_tokens if new_tokens is None else new_tokens
+    cache, _, kernel = cache.partition(":")
     if cache.startswith("graph"):
         from agents.lmm.graph_decode import KeptCaches, sample as graph_sample
 
         compile_decode = {"graph-compiled": True, "graph-autotuned": "max-autotune-no-cudagraphs"}.get(cache, False)
         kept.setdefault("graph", KeptCaches(model, compile_decode=compile_decode and not args.tiny,
-                                            decode_attention=args.decode_attention))
+                                            decode_attention=kernel or args.decode_attention))
         rows = None
         if args.group_size > 1:  # each distinct prompt prefilled once (as TransformersPolicy does for a group)
             prompts, rows = prompts[::args.group_size], torch.arange(len(prompts)) // args.group_size
@@ -146,6 +149,7 @@ def profile_call(call, device, top: int = 12) -> dict:
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     events.sort(key=lambda e: -getattr(e, attr))
     return {"wall_seconds_profiled": wall, "kernel_seconds": sum(getattr(e, attr) for e in events) / 1e6,
+            "kernel_launches": sum(e.count for e in events),
             "top": [{"name": e.key[:120], "seconds": getattr(e, attr) / 1e6, "calls": e.count} for e in events[:top]]}
 
 
@@ -187,6 +191,10 @@ def main(argv=None):
         a.shapes, a.batch, a.prompt_tokens, a.new_tokens, a.repeats = "tiny", 4, 16, 8, 1
     if a.batch % a.group_size:
         p.error(f"--batch {a.batch} is not a multiple of --group-size {a.group_size}")
+    for cache in a.caches.split(","):
+        name, _, kernel = cache.partition(":")
+        if kernel and (kernel not in DECODE_ATTENTION or not name.startswith("graph")):
+            p.error(f"{cache!r}: a kernel suffix goes on a graph sampler and is one of {DECODE_ATTENTION}")
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
            "group_size": a.group_size, "decode_attention": a.decode_attention,
            "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,
@@ -254,8 +262,9 @@ def table(res: dict) -> str:
         for cache, r in rows.items():
             if "profile" in r:
                 pr = r["profile"]
-                lines += ["", f"Profile, {shape} {cache}: {pr['kernel_seconds']:.3f} s of kernels in a "
-                          f"{pr['wall_seconds_profiled']:.3f} s call; largest:"]
+                lines += ["", f"Profile, {shape} {cache}: {pr['kernel_seconds']:.3f} s of kernels "
+                          f"({pr.get('kernel_launches', '?')} launches) in a {pr['wall_seconds_profiled']:.3f} s call; "
+                          "largest:"]
                 lines += [f"- {k['seconds']:.3f} s, {k['calls']} launches: `{k['name']}`" for k in pr["top"][:6]]
     return "\n".join(lines) + "\n"
 

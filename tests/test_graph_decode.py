@@ -61,11 +61,13 @@ def test_compiled_decode_samples_what_the_eager_loop_samples():
     assert torch.equal(seqs, ids) and lps.shape == (3, 0)  # nothing asked, nothing generated
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled):
+@pytest.mark.parametrize("compiled,kernel", [(False, "sdpa"), (True, "sdpa"), (False, "flex")])
+def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled, kernel):
     """rows=...: a prompt sampled several times (a GRPO group) is prefilled once and its keys/values
     kept once (cascade attention over the prompt and each row's new tokens); the samples equal those
-    of the same prompts repeated in the batch, for groups of unequal size and in any row order."""
+    of the same prompts repeated in the batch, for groups of unequal size and in any row order. With
+    kernel="flex" both the cascade's parts and the repeated prompts' attention are FlexAttention (eager: on
+    a CPU, torch.compile cannot build FlexAttention's log-sum-exp; the GPU benchmark runs it compiled)."""
     model = grouped_model()
     ids = torch.randint(1, 300, (3, 10), generator=torch.Generator().manual_seed(3))
     mask = torch.ones_like(ids)
@@ -77,7 +79,7 @@ def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_promp
         with_kwargs=True)
     runs = []
     for shared in (False, True):
-        kept = graph_decode.KeptCaches(model, compile_decode=compiled)
+        kept = graph_decode.KeptCaches(model, compile_decode=compiled, decode_attention=kernel)
         batch = ({"input_ids": ids, "attention_mask": mask} if shared
                  else {"input_ids": ids[rows], "attention_mask": mask[rows]})
         for _ in range(2):  # the second call reuses the kept entry, whose buffers hold the first call's

@@ -85,7 +85,8 @@ class KeptCaches:
     cache for every query head, which at 3B cost more than the fusion saved. The first shape compiles
     for itself, the second once more for any shape (torch's automatic dynamic shapes). A string is a
     torch.compile mode, e.g. "max-autotune-no-cudagraphs" (inductor benchmarks matmul kernels: slower to
-    compile). decode_attention: the compiled step's attention kernel (_decode_sdpa)."""
+    compile). decode_attention: the compiled step's attention kernel (_decode_sdpa); compiled "flex" needs
+    a CUDA device (torch's CPU build of FlexAttention returns no log-sum-exp)."""
 
     def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK,
                  compile_decode: bool | str = False, decode_attention: str = "sdpa"):
@@ -126,7 +127,7 @@ class KeptCaches:
         return entry
 
 
-DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul")  # how a compiled decode step computes attention
+DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul", "flex")  # how a compiled decode step computes attention
 
 
 def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
@@ -135,8 +136,10 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     the cache's key/value heads (what transformers itself does for one token, but only outside
     torch.compile: traced, it repeats the whole cache's key/value heads for every query head).
     kernel: "sdpa" lets torch pick the SDPA backend, "sdpa-efficient" asks for the memory-efficient
-    one, "matmul" writes the two products and the softmax out for inductor to compile. With a
-    `shared_prefix` (SharedPrefix.as_kwargs) it is _cascade_attention."""
+    one, "matmul" writes the two products and the softmax out for inductor to compile, "flex" is
+    torch's FlexAttention (compiled: a split-key/value decoding kernel in triton). With a
+    `shared_prefix` (SharedPrefix.as_kwargs) it is _cascade_attention, whose two parts use "flex" when
+    asked for and "matmul" otherwise (they need the log-sum-exp, which the SDPA kernels do not return)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
@@ -145,14 +148,12 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
                                       is_causal=is_causal, **kwargs)
     batch, heads, _, dim = query.shape
     grouped = query.reshape(batch, heads // groups, groups, dim)
+    scale = scaling or dim ** -0.5
     if shared_prefix is not None:
-        out = _cascade_attention(module.layer_idx, grouped, key, value, attention_mask,
-                                 scaling or dim ** -0.5, shared_prefix)
-    elif kernel == "matmul":
-        scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * (scaling or dim ** -0.5)
-        if attention_mask is not None:
-            scores = scores + attention_mask
-        out = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
+        part = _flex_part if kernel == "flex" else _matmul_part
+        out = _cascade_attention(module.layer_idx, grouped, key, value, attention_mask, scale, shared_prefix, part)
+    elif kernel in ("matmul", "flex"):
+        out, _ = (_flex_part if kernel == "flex" else _matmul_part)(grouped, key, value, attention_mask, scale)
     else:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -164,33 +165,51 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
 
 
-def _cascade_attention(layer: int, query, key, value, mask, scale: float, shared_prefix):
+def _matmul_part(query, key, value, mask, scale: float):
+    """Attention of query (batch, heads, n, dim) to key/value (batch, heads, slots, dim) under an additive
+    mask (batch, 1, 1, slots), as two products and a softmax: (output in fp32, log-sum-exp (batch, heads, n, 1))."""
+    scores = torch.matmul(query, key.transpose(-1, -2)).float() * scale
+    if mask is not None:
+        scores = scores + mask
+    top = scores.amax(dim=-1, keepdim=True)
+    weights = torch.exp(scores - top)
+    total = weights.sum(dim=-1, keepdim=True)
+    return torch.matmul(weights.to(value.dtype), value).float() / total, top + torch.log(total)
+
+
+def _flex_part(query, key, value, mask, scale: float):
+    """_matmul_part by torch's FlexAttention, the mask added to the scores."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def add_mask(score, b, h, q, kv):
+        return score + mask[b, 0, 0, kv]
+
+    out, lse = flex_attention(query, key, value, score_mod=add_mask if mask is not None else None, scale=scale,
+                              return_lse=True)
+    return out.float(), lse.unsqueeze(-1).float()
+
+
+def _cascade_attention(layer: int, query, key, value, mask, scale: float, shared_prefix, part=_matmul_part):
     """One new token per row attending to its prompt's keys (kept once per prompt) and to its own new
     tokens (the entry's cache): the same result as attending to a copy of the prompt in every row,
-    while each prompt's keys and values are read once for all its rows. The two parts are softmaxed
-    apart and merged by their maxima and sums, so only small per-query results change layout.
+    while each prompt's keys and values are read once for all its rows. The two parts are attended apart
+    (`part`: output and log-sum-exp) and merged by their log-sum-exps, so only small per-query results
+    change layout.
     query (rows, kv heads, groups, dim); key/value (rows, kv heads, new slots, dim); mask (rows, 1, 1, new slots)."""
     keys, values, prefix_mask, members, slot = shared_prefix
     prefix_keys, prefix_values = keys[layer], values[layer]
     prompts, kv_heads, _, dim = prefix_keys.shape
     group, groups = members.shape[1], query.shape[2]
 
-    def unnormalised(q, k, v, m):  # softmax numerator times values, its row maximum and its row sum
-        scores = torch.matmul(q, k.transpose(-1, -2)).float() * scale + m
-        top = scores.amax(dim=-1, keepdim=True)
-        weights = torch.exp(scores - top)
-        return torch.matmul(weights.to(v.dtype), v).float(), top, weights.sum(dim=-1, keepdim=True)
-
     by_prompt = query[members.flatten()].view(prompts, group, kv_heads, groups, dim)
     by_prompt = by_prompt.transpose(1, 2).reshape(prompts, kv_heads, group * groups, dim)
-    parts = unnormalised(by_prompt, prefix_keys, prefix_values, prefix_mask)
-    prefix_out, prefix_top, prefix_sum = (  # back to rows (padding members dropped)
+    prefix_out, prefix_lse = (  # back to rows (padding members dropped)
         x.view(prompts, kv_heads, group, groups, -1).transpose(1, 2).reshape(prompts * group, kv_heads, groups, -1)[slot]
-        for x in parts)
-    own_out, own_top, own_sum = unnormalised(query, key, value, mask)
-    top = torch.maximum(prefix_top, own_top)
-    prefix_scale, own_scale = torch.exp(prefix_top - top), torch.exp(own_top - top)
-    out = (prefix_out * prefix_scale + own_out * own_scale) / (prefix_sum * prefix_scale + own_sum * own_scale)
+        for x in part(by_prompt, prefix_keys, prefix_values, prefix_mask, scale))
+    own_out, own_lse = part(query, key, value, mask, scale)
+    top = torch.maximum(prefix_lse, own_lse)
+    prefix_weight, own_weight = torch.exp(prefix_lse - top), torch.exp(own_lse - top)
+    out = (prefix_out * prefix_weight + own_out * own_weight) / (prefix_weight + own_weight)
     return out.to(value.dtype)
 
 
