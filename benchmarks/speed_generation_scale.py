@@ -134,7 +134,7 @@ def timed(call, seeds, device) -> tuple[list[float], object]:
     return times, out
 
 
-def profile_call(call, device, top: int = 12) -> dict:
+def profile_call(call, device, top: int = 60) -> dict:
     """GPU kernel time of one call and its largest kernels (self device time, summed over launches)."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -150,7 +150,24 @@ def profile_call(call, device, top: int = 12) -> dict:
     events.sort(key=lambda e: -getattr(e, attr))
     return {"wall_seconds_profiled": wall, "kernel_seconds": sum(getattr(e, attr) for e in events) / 1e6,
             "kernel_launches": sum(e.count for e in events),
+            "seconds_by_kind": kernel_kinds(events, attr),
             "top": [{"name": e.key[:120], "seconds": getattr(e, attr) / 1e6, "calls": e.count} for e in events[:top]]}
+
+
+KERNEL_KINDS = (("matrix products", ("nvjet", "gemm", "cutlass", "splitkreduce", "cublas")),
+                ("attention", ("flash", "fmha", "sdpa", "attention", "flex")),
+                ("compiled (triton)", ("triton",)),
+                ("sampling", ("softmax", "multinomial", "exponential", "argmax", "sort", "scatter_gather")))
+
+
+def kernel_kinds(events, attr: str) -> dict:
+    """Kernel seconds by kind (KERNEL_KINDS, matched on the lower-cased name in that order; the rest "other")."""
+    total: dict[str, float] = {}
+    for e in events:
+        name = e.key.lower()
+        kind = next((k for k, words in KERNEL_KINDS if any(w in name for w in words)), "other")
+        total[kind] = total.get(kind, 0.0) + getattr(e, attr) / 1e6
+    return total
 
 
 def sync(device):
@@ -227,15 +244,16 @@ def main(argv=None):
                 rows[cache]["profile"] = profile
             if "graph" in kept and kept["graph"].graphs_failed:  # the row timed eager decoding, say so
                 rows[cache]["graph_recording_failed"] = kept["graph"].graphs_failed
-            print(shape, cache, rows[cache], flush=True)
+            print(shape, cache, {k: v for k, v in rows[cache].items() if k != "profile"}, flush=True)
+            res["shapes"][shape] = rows
+            write_report(out, res, table(res), echo=False)  # after every sampler: a later failure keeps what ran
         if "dynamic" in rows:
             for r in rows.values():
                 r["speedup_vs_dynamic"] = rows["dynamic"]["seconds"] / r["seconds"]
-        res["shapes"][shape] = rows
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        write_report(out, res, table(res), echo=False)  # after every shape: a later failure keeps what ran
+        write_report(out, res, table(res), echo=False)
     print(table(res))
     return res
 
@@ -266,6 +284,9 @@ def table(res: dict) -> str:
                           f"({pr.get('kernel_launches', '?')} launches) in a {pr['wall_seconds_profiled']:.3f} s call; "
                           "largest:"]
                 lines += [f"- {k['seconds']:.3f} s, {k['calls']} launches: `{k['name']}`" for k in pr["top"][:6]]
+                if "seconds_by_kind" in pr:
+                    lines.append("- by kind: " + ", ".join(f"{kind} {sec:.3f} s"
+                                                          for kind, sec in pr["seconds_by_kind"].items()))
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,8 @@ def test_decode_attention_equals_transformers_sdpa_for_one_query_token(kernel):
     stock, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=module.scaling)
     assert ours.shape == stock.shape == (3, 1, 8, 8)
     torch.testing.assert_close(ours, stock)
+    half = [t.bfloat16() for t in (query, key, value, mask)]  # the output keeps the model's dtype
+    assert graph_decode._decode_sdpa(module, *half, scaling=module.scaling, kernel=kernel)[0].dtype == torch.bfloat16
     # more than one query token (a prefill) is transformers' own path
     q2 = torch.randn(3, 8, 4, 8, generator=g)
     torch.testing.assert_close(graph_decode._decode_sdpa(module, q2, key, value, None, scaling=module.scaling,

@@ -154,6 +154,7 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
         out = _cascade_attention(module.layer_idx, grouped, key, value, attention_mask, scale, shared_prefix, part)
     elif kernel in ("matmul", "flex"):
         out, _ = (_flex_part if kernel == "flex" else _matmul_part)(grouped, key, value, attention_mask, scale)
+        out = out.to(value.dtype)
     else:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -393,9 +394,10 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
             entry.mask[:, 0, 0, first_slot + step - 1] = 0.0
             logits = _decode_step(kept, entry, first_slot + step - 1, weights_at)
         scores = logits.to(dtype=torch.float32, copy=True)
-        logprob_table = torch.log_softmax(scores / temperature, dim=-1)
+        scaled = scores / temperature if temperature != 1.0 else scores  # generate's temperature warper
+        logprob_table = torch.log_softmax(scaled, dim=-1)
         if do_sample:
-            warped = scores / temperature if temperature != 1.0 else scores
+            warped = scaled
             if top_p_warper is not None:
                 warped = top_p_warper(sequences, warped)
             tokens = torch.multinomial(torch.softmax(warped, dim=-1), num_samples=1).squeeze(1)
