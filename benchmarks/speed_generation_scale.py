@@ -196,12 +196,24 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true",
                    help="profile one timed call of each sampler (torch.profiler): GPU kernel time per call "
                         "and the kernels that take most of it")
+    p.add_argument("--inductor", action="append", default=[], metavar="NAME=VALUE",
+                   help="set torch._inductor.config.NAME (a Python literal) for the compiled samplers, e.g. "
+                        "combo_kernels=True; repeatable")
     p.add_argument("--repeats", type=int, default=2, help="timed calls per sampler after one warm-up call")
     p.add_argument("--recorder", action=argparse.BooleanOptionalAction, default=True,
                    help="record behaviour log-probs as the trainers do (--no-recorder: plain sampling, no log-prob check)")
     p.add_argument("--tiny", action="store_true", help="CPU smoke run: tiny shape, small sizes, fp32")
     p.add_argument("--out", default="runs/benchmarks/speed_generation_scale")
     a = p.parse_args(argv)
+    for option in a.inductor:
+        import ast
+
+        import torch._inductor.config as inductor_config
+
+        name, _, value = option.partition("=")
+        if not hasattr(inductor_config, name):
+            p.error(f"--inductor {option}: torch._inductor.config has no {name!r}")
+        setattr(inductor_config, name, ast.literal_eval(value))
     device = torch.device("cuda" if torch.cuda.is_available() and not a.tiny else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if a.tiny:
@@ -213,7 +225,7 @@ def main(argv=None):
         if kernel and (kernel not in DECODE_ATTENTION or not name.startswith("graph")):
             p.error(f"{cache!r}: a kernel suffix goes on a graph sampler and is one of {DECODE_ATTENTION}")
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
-           "group_size": a.group_size, "decode_attention": a.decode_attention,
+           "group_size": a.group_size, "decode_attention": a.decode_attention, "inductor": a.inductor,
            "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,
            "dtype": str(dtype).replace("torch.", ""), "recorder": a.recorder, "torch": torch.__version__, "command": " ".join(sys.argv),
            "shapes": {}}
