@@ -6,7 +6,10 @@ same stage-1 base, then the tool-prior measures of benchmarks/prior.py at the fi
 
 Stage 1 decides the prior (the strong base has practised tool calls in its own dialect, the weak
 base never has); the cold start (stage 2: ParaVT-format tool traces, direct answers, caption
-rehearsal) teaches both the same grammar. Its length is the knob: L = 0 is the base itself. Each
+rehearsal) teaches both the same grammar. Its length is the knob: L = 0 is the base itself.
+--native-shares adds a second knob for the strong prior: the share of its cold-start tool traces' format
+markers written in its native dialect (trainers/sft.py --stage2-native-share), a cold start that leaves
+the native habit beside the ParaVT one; each (L, share) is its own build. --base-weak is optional. Each
 (prior, L) is built once into --build-dir (a rerun reuses finished builds) with the stage-2 settings
 given here (batch, lr; warm-up over the first half of the steps, as in the shipped 200-step cold
 start) and the gpu preset's stage-2 data, then rolled out on --episodes validation
@@ -31,17 +34,19 @@ from benchmarks.report import write_report  # noqa: E402
 from trainers import sft  # noqa: E402
 
 
-def build(prior: str, base: str, steps: int, a) -> str:
-    """The cold start of ``steps`` stage-2 steps from ``base`` (stage 1 skipped); its directory."""
+def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
+    """The cold start of ``steps`` stage-2 steps from ``base`` (stage 1 skipped), with ``share`` of its
+    tool traces' format markers in the native dialect; its directory."""
     if steps == 0:
         return base
-    out = Path(a.build_dir) / f"{prior}_L{steps}"
+    out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else ""))
     if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
         return str(out / "cold_start")
     args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
                            "--stage1-frame", "0", "--stage1-caption", "0", "--stage1-direct", "0",
                            "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
                            "--stage2-lr", str(a.stage2_lr), "--warmup", str(max(1, steps // 2)),
+                           "--stage2-native-share", str(share),
                            "--batch-size", str(a.batch_size),
                            "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
                            "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
@@ -67,17 +72,30 @@ def markdown(results: dict) -> str:
     lines = [f"The tool prior against the cold-start length (stage-2 steps of batch {results['batch_size']}, lr "
              f"{results['stage2_lr']}, from the same stage-1 base; {results['episodes']} validation episodes per "
              "setting at the fixed K, oracle sub-agent; format = the common format metric; kappa = executed calls "
-             "per rollout). L = 0 is the base without a cold start.", "",
-             "| prior | L | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | accuracy greedy | targets |",
-             "|---|---|---|---|---|---|---|---|"]
+             "per rollout). L = 0 is the base without a cold start"
+             + (": " + ", ".join(f"{prior} {path}" for prior, path in results["bases"].items()) if "bases" in results
+                else "") + ".", "",
+             "| prior | L | native share | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | accuracy greedy "
+             "| targets |", "|---|---|---|---|---|---|---|---|---|"]
     for prior, by_len in results["priors"].items():
-        for steps, entry in by_len.items():
+        for key, entry in by_len.items():
+            steps, share = split_key(key)
             row = contrast({"models": {prior: entry}})[0]
             acc = entry["settings"][f"greedy/K{entry['k']}"]["correct"]
             tg = "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in row["targets"].items())
-            lines.append(f"| {prior} | {steps} | {row['format_greedy']:.3f} | {row['format_t07']:.3f} | "
+            lines.append(f"| {prior} | {steps} | {share:g} | {row['format_greedy']:.3f} | {row['format_t07']:.3f} | "
                          f"{row['kappa_greedy']:.2f} | {row['kappa_t07']:.2f} | {acc:.3f} | {tg} |")
     return "\n".join(lines) + "\n"
+
+
+def row_key(steps: int, share: float) -> str:
+    """A result's key: the length, and the native share when there is one ("50", "50@0.4")."""
+    return f"{steps}@{share:g}" if share else str(steps)
+
+
+def split_key(key: str) -> tuple[int, float]:
+    steps, _, share = key.partition("@")
+    return int(steps), float(share or 0)
 
 
 def plot(results: dict, path: Path) -> None:
@@ -85,17 +103,19 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    priors = list(results["priors"])
-    fig, axes = plt.subplots(1, len(priors), figsize=(4.5 * len(priors), 3.4), squeeze=False)
-    for ax, prior in zip(axes[0], priors):
-        by_len = results["priors"][prior]
-        xs = [int(s) for s in by_len]
-        rows = [contrast({"models": {prior: e}})[0] for e in by_len.values()]
+    panels = sorted({(prior, split_key(key)[1]) for prior, by_len in results["priors"].items() for key in by_len})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    for ax, (prior, share) in zip(axes[0], panels):
+        entries = [(split_key(k)[0], e) for k, e in results["priors"][prior].items()
+                   if split_key(k)[1] == share or split_key(k)[0] == 0]  # L = 0 (the base) starts every line
+        entries.sort(key=lambda x: x[0])
+        xs = [steps for steps, _ in entries]
+        rows = [contrast({"models": {prior: e}})[0] for _, e in entries]
         ax.plot(xs, [r["format_greedy"] for r in rows], "o-", label="format, greedy")
         ax.plot(xs, [r["format_t07"] for r in rows], "o--", label="format, T = 0.7")
         ax.set_xlabel("cold-start length (stage-2 steps)")
         ax.set_ylim(0, 1.05)
-        ax.set_title(f"{prior} prior")
+        ax.set_title(f"{prior} prior" + (f", native share {share:g}" if share else ""))
         twin = ax.twinx()
         twin.plot(xs, [r["kappa_greedy"] for r in rows], "s-", color="tab:red", label="kappa, greedy")
         twin.plot(xs, [r["kappa_t07"] for r in rows], "s--", color="tab:pink", label="kappa, T = 0.7")
@@ -112,7 +132,10 @@ def plot(results: dict, path: Path) -> None:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base-strong", required=True, help="the strong prior's stage-1 base checkpoint")
-    p.add_argument("--base-weak", required=True, help="the weak prior's stage-1 base checkpoint")
+    p.add_argument("--base-weak", help="the weak prior's stage-1 base checkpoint (none: the strong prior only)")
+    p.add_argument("--native-shares", default="0",
+                   help="strong prior: shares of native-dialect format markers in its cold start, comma-separated "
+                        "(trainers/sft.py --stage2-native-share)")
     p.add_argument("--lengths", default="0,25,50,100,200", help="stage-2 step counts, comma-separated")
     p.add_argument("--batch-size", type=int, default=64, help="stage-2 sequences per step")
     p.add_argument("--stage2-lr", type=float, default=4e-4)
@@ -128,16 +151,23 @@ def main(argv=None):
     lengths = [int(x) for x in a.lengths.split(",")]
     if any(n < 0 for n in lengths):
         p.error("--lengths must be >= 0")
-    results = {"batch_size": a.batch_size, "stage2_lr": a.stage2_lr, "episodes": a.episodes, "priors": {}}
-    for prior, base in (("strong", a.base_strong), ("weak", a.base_weak)):
+    shares = [float(x) for x in a.native_shares.split(",")]
+    if any(not 0 <= s <= 1 for s in shares):
+        p.error("--native-shares must be in [0, 1]")
+    bases = [("strong", a.base_strong)] + ([("weak", a.base_weak)] if a.base_weak else [])
+    results = {"batch_size": a.batch_size, "stage2_lr": a.stage2_lr, "episodes": a.episodes, "bases": dict(bases),
+               "priors": {}}
+    for prior, base in bases:
         results["priors"][prior] = {}
-        for steps in lengths:
+        runs = ([(0, 0.0)] if 0 in lengths else []) + [  # the base (L = 0) once, whatever the share
+            (steps, share) for share in (shares if prior == "strong" else [0.0]) for steps in lengths if steps]
+        for steps, share in runs:
             t = time.time()
-            entry = measure(build(prior, base, steps, a), a)
-            entry["seconds"] = time.time() - t
-            results["priors"][prior][str(steps)] = entry
+            entry = measure(build(prior, base, steps, a, share), a)
+            entry["seconds"], entry["native_share"] = time.time() - t, share
+            results["priors"][prior][row_key(steps, share)] = entry
             row = contrast({"models": {prior: entry}})[0]
-            print(f"{prior} L={steps}: format {row['format_greedy']:.3f} / {row['format_t07']:.3f}, kappa "
+            print(f"{prior} L={steps} native share {share:g}: format {row['format_greedy']:.3f} / {row['format_t07']:.3f}, kappa "
                   f"{row['kappa_greedy']:.2f} / {row['kappa_t07']:.2f} ({entry['seconds']:.0f} s)", flush=True)
             out = write_report(a.out, results, markdown(results))  # after every point: a cut run keeps what it has
     plot(results, out.with_suffix(".png"))

@@ -79,6 +79,40 @@ def test_render_turn_dialects():
     assert '"start_time": 3, "end_time": 9' in t and parse_turn(t).tool_calls[0].syntax == "json"
 
 
+def test_native_share_writes_each_format_marker_natively_with_that_probability():
+    """--stage2-native-share: each marker (</think>, each call's wrapper, the answer's) is native with
+    probability p, independently; p = 0 draws nothing from the rng and renders the plain ParaVT turn."""
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    plain = render_turn("paravt", "look", windows=[(1.0, 5.0), (6.0, 9.0)])
+    assert render_turn("paravt", "look", windows=[(1.0, 5.0), (6.0, 9.0)], rng=rng, native_share=0.0) == plain
+    assert rng.bit_generator.state == state
+    native = render_turn("paravt", "look", windows=[(1.0, 5.0), (6.0, 9.0)], rng=rng, native_share=1.0)
+    assert "</think>" not in native and native.count("<tool_code>") == 2 and "<tool_call>" not in native
+    assert render_turn("paravt", "look", answer="B", rng=rng, native_share=1.0).endswith("Answer: B")
+    counts = {"open think": 0, "native call": 0, "native answer": 0}
+    for _ in range(2000):
+        t = render_turn("paravt", "look", windows=[(1.0, 5.0), (6.0, 9.0)], rng=rng, native_share=0.3)
+        counts["open think"] += "</think>" not in t
+        counts["native call"] += t.count("<tool_code>") / 2
+        a = render_turn("paravt", "look", answer="B", rng=rng, native_share=0.3)
+        counts["native answer"] += "<answer>" not in a
+        assert all(c.parseable for c in parse_turn(t).tool_calls)  # either way the env executes the calls
+    assert all(abs(n / 2000 - 0.3) < 0.04 for n in counts.values()), counts
+
+
+def test_native_share_is_one_priors_knob(tmp_path):
+    from trainers import sft
+    with pytest.raises(SystemExit, match="one prior"):
+        sft.main(sft.parse_args(["--tool-prior", "both", "--stage2-native-share", "0.3", "--out", str(tmp_path)]))
+    with pytest.raises(SystemExit, match=r"\[0, 1\]"):
+        sft.main(sft.parse_args(["--stage2-native-share", "1.5", "--out", str(tmp_path)]))
+    plain, mixed = (sft.parse_args(["--stage2-native-share", x]) for x in ("0", "0.3"))
+    assert sft.data_key(plain) == sft.data_key(sft.parse_args([]))  # corpora built before the knob keep their key
+    assert sft.data_key(mixed) != sft.data_key(plain)
+    assert sft.corpus_plan(mixed)["s2_tool"][0]["native_share"] == 0.3 and "native_share" not in sft.corpus_plan(plain)["s2_tool"][0]
+
+
 def test_round_windows_whole_seconds():
     from agents.lmm.corpus import round_windows
     assert round_windows([(12.3, 20.6), (0.0, 4.0)]) == [(12.0, 21.0), (0.0, 4.0)]

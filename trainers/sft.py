@@ -219,6 +219,11 @@ class Args:
     stage1_lr: float = field(default=2e-3, metadata={"help": "stage 1 peak learning rate (cosine, linear warm-up)"})
     # stage 2
     stage2_tool: int = field(default=300, metadata={"help": "stage 2: ParaVT-format tool traces (parallel calls)"})
+    stage2_native_share: float = field(default=0.0, metadata={"help": "stage 2: probability that each format marker "
+                                                              "of a tool trace (</think>, a call's wrapper, the "
+                                                              "answer's wrapper) is written in the native dialect: a "
+                                                              "cold start that leaves the native habit beside the "
+                                                              "ParaVT one (one prior at a time)"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
@@ -272,7 +277,8 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "oracle_fraction", "grounded_think",
-               "keep_wrong", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption")
+               "keep_wrong", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
+               "stage2_native_share")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -330,7 +336,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
             "s1_direct": (dict(n_direct=args.stage1_direct), s1),
-            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt"), s2),
+            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt",
+                             **({"native_share": args.stage2_native_share} if args.stage2_native_share else {})), s2),
             "s2_direct": (dict(n_direct=args.stage2_direct), s2),
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
@@ -372,7 +379,8 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    for late in ("grounded_think", "stage1_reading", "stage1_direct_needle"):  # added later: corpora built before them keep their key
+    for late in ("grounded_think", "stage1_reading", "stage1_direct_needle",
+                 "stage2_native_share"):  # added later: corpora built before them keep their key
         if not d[late]:
             del d[late]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
@@ -814,6 +822,11 @@ def main(args: Args) -> Path:
     t_start = time.time()
     deadline = (args.deadline_unix if args.deadline_unix > 0 else
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
+    if not 0.0 <= args.stage2_native_share <= 1.0:
+        raise SystemExit(f"--stage2-native-share must be in [0, 1], got {args.stage2_native_share}")
+    if args.tool_prior == "both" and args.stage2_native_share:
+        raise SystemExit("--stage2-native-share shapes one prior's cold start (the two priors share one corpus): "
+                         "build that prior alone with --tool-prior strong or weak")
     if args.tool_prior == "both":
         return main_both(args, t_start, deadline)
     from torch.utils.tensorboard import SummaryWriter

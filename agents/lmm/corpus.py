@@ -184,23 +184,33 @@ def _num(x: float):
 
 
 def render_turn(dialect: str, think: str, windows=None, answer: str | None = None,
-                rng: np.random.Generator | None = None, close_think_p: float = 0.3) -> str:
+                rng: np.random.Generator | None = None, close_think_p: float = 0.3, native_share: float = 0.0) -> str:
     """One assistant turn in ``dialect``: tool calls for ``windows``, or the final ``answer``.
-    Whole-second window bounds are written without a decimal point."""
+    Whole-second window bounds are written without a decimal point.
+    ``native_share`` (ParaVT dialect): each format marker (the ``</think>`` close, each call's wrapper,
+    the answer's wrapper) is written the native way instead with this probability, independently: a
+    ParaVT habit with the native one left beside it as a minority mode."""
     import json
     rng = rng or np.random.default_rng(0)
+
+    def native_call(a, b):
+        return f"<tool_code>crop_video(start_time={_num(a)}, end_time={_num(b)})</tool_code>"
+
     if dialect == "paravt":
-        head = _think(think) + "</think>\n"
+        def native() -> bool:  # draws only when asked for, so native_share=0 renders what it always did
+            return native_share > 0 and rng.random() < native_share
+
+        head = _think(think) + ("" if native() else "</think>\n")
         if windows:
             return head + "".join(
+                native_call(a, b) if native() else
                 "<tool_call>" + json.dumps({"name": "crop_video", "arguments": {"start_time": _num(a), "end_time": _num(b)}})
                 + "</tool_call>" for a, b in windows)
-        return head + f"<answer>{answer}</answer>"
+        return head + (f"Answer: {answer}" if native() else f"<answer>{answer}</answer>")
     if dialect == "native":  # the base model's own habits
         head = _think(think) + ("</think>\n" if rng.random() < close_think_p else "")
         if windows:
-            return head + "".join(f"<tool_code>crop_video(start_time={_num(a)}, end_time={_num(b)})</tool_code>"
-                                  for a, b in windows)
+            return head + "".join(native_call(a, b) for a, b in windows)
         return head + f"Answer: {answer}"
     raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
 
@@ -214,10 +224,11 @@ def _decision(agent_text: str):
 
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
-                 close_think_p: float = 0.3, grounded_think: bool = False) -> Sample:
+                 close_think_p: float = 0.3, grounded_think: bool = False, native_share: float = 0.0) -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
-    ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies."""
+    ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies.
+    ``native_share``: see :func:`render_turn`."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
@@ -231,7 +242,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = _think_body(agent, env.unwrapped, "answer_after_tool" if turns else "direct", answer=answer)
             if grounded_think and turns:
                 think = grounded_after_tool(env.unwrapped) or think
-        text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p)
+        text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
+                           native_share=native_share)
         obs, reward, term, trunc, info = env.step(text)
         done, turns = term or trunc, turns + 1
     kind = "tool" if info["num_tool_calls"] else "direct"
@@ -364,7 +376,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
-                 split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None) -> list[Sample]:
+                 split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
+                 native_share: float = 0.0) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -382,6 +395,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     latter letting grounding answers with IoU >= 0.5 count) is redrawn, except with
     probability ``keep_wrong``. ``max_tries`` draws per sample at most (then it is skipped, so the
     corpus may come out a little smaller than asked; rare with the default world settings).
+    ``native_share``: the tool traces' format markers written the native way with this probability
+    (:func:`render_turn`; ParaVT-dialect traces only).
     ``families`` restricts the direct and tool draws to those question families (reading drills:
     ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
@@ -412,11 +427,11 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                 return i, k
         return i, k
 
-    def play(agent, dialect, want_visible, families=None):
+    def play(agent, dialect, want_visible, families=None, share=0.0):
         s = None
         for _ in range(max_tries):
             i, k = draw(want_visible, families)
-            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think)
+            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think, share)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
         return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
@@ -426,7 +441,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         (x := play(lambda: "no_tool", direct_dialect, True, families)) is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
-        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False, families)
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False, families,
+                 native_share)
         x is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_reading):
@@ -548,7 +564,8 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     policy = encoding_policy(tokenizer)
     samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
                            counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
-                           n_reading=counts.get("n_reading", 0), **kwargs)
+                           n_reading=counts.get("n_reading", 0), native_share=counts.get("native_share", 0.0),
+                           **kwargs)
     packed = pack_records([encode_record(policy, s) for s in samples])
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     np.savez(tmp, **packed)
