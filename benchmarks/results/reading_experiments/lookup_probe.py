@@ -10,13 +10,15 @@ another response, so the shape must be looked up. It reports teacher-forced shap
 accuracy on held-out probes as it trains, then saves the model for copy_diagnosis.py.
 
     python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR [MINUTES] [SEED] [single|multi]
+    # on a GPU: probes made once by 14 processes, large batches
+    python benchmarks/results/reading_experiments/lookup_probe.py CHECKPOINT OUT_DIR 8 0 multi --device cuda \
+        --batch-size 256 --pool 200000 --workers 14 --eval-every 500
 
 multi: probe_multi, the lookup with several objects per response and no grounded think line.
 
 (SEED draws the training probes; a continuation from OUT_DIR takes another seed. Held-out probes
 are always the same 200.)
 """
-import sys
 import time
 
 import numpy as np
@@ -131,48 +133,96 @@ def measure(tr: Trainee, recs: Records, mcq: np.ndarray, show: list[int]) -> dic
     with torch.no_grad():
         for i in range(len(recs)):
             b = tr.collate(recs, np.array([i]))
-            ids = b["input_ids"]
-            pred = tr.model(input_ids=ids, attention_mask=b["attention_mask"]).logits[0, :-1].argmax(-1).numpy()
+            pred = tr.model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[0, :-1].argmax(-1).cpu().numpy()
+            ids = b["input_ids"].cpu()
             tgt = ids[0, 1:].numpy()
             s = ids[0].numpy()
             for j in range(len(s) - len(show)):
                 if list(s[j:j + len(show)]) == show:
                     out["shape"] += int(pred[j + len(show)] == tgt[j + len(show)])
-            ans = np.flatnonzero(answer_token_mask(ids.numpy(), b["loss_mask"].numpy(), tr.answer_marks)[0, 1:])
+            ans = np.flatnonzero(answer_token_mask(ids.numpy(), b["loss_mask"].cpu().numpy(), tr.answer_marks)[0, 1:])
             out["answer_mcq" if mcq[i] else "answer_open"] += int(pred[ans[0]] == tgt[ans[0]])
     tr.model.train()
     return out
 
 
-def main():
-    ck, out, minutes = sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 15.0
-    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-    make = probe_multi if len(sys.argv) > 5 and sys.argv[5] == "multi" else probe
-    torch.manual_seed(seed)
+_pool_encoder = None
+
+
+def _pool_chunk(job) -> list:
+    """Worker: `n` encoded training probes of form `form` from `seed` (spawned processes load the tokenizer once)."""
+    global _pool_encoder
+    checkpoint, form, seed, n = job
+    if _pool_encoder is None:
+        _pool_encoder = encoding_policy(TransformersPolicy(checkpoint).tokenizer)
+    make = probe_multi if form == "multi" else probe
     rng = np.random.default_rng(seed)
-    pol = TransformersPolicy(ck)
+    return [encode_record(_pool_encoder, make(rng)) for _ in range(n)]
+
+
+def training_pool(checkpoint: str, form: str, seed: int, size: int, workers: int) -> Records:
+    """`size` training probes made once (in `workers` processes), so a GPU step does not wait on Python."""
+    import multiprocessing as mp
+
+    chunk = 500
+    jobs = [(checkpoint, form, int(np.random.SeedSequence([seed, j]).generate_state(1)[0]), min(chunk, size - lo))
+            for j, lo in enumerate(range(0, size, chunk))]
+    with mp.get_context("spawn").Pool(max(1, workers)) as pool:
+        encoded = [r for part in pool.map(_pool_chunk, jobs) for r in part]
+    packed = pack_records(encoded)
+    return Records(packed["ids"], packed["mask"], packed["tok_off"], packed["frames"], packed["img_off"], packed["kind"])
+
+
+def main(argv=None):
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint")
+    p.add_argument("out", help="where the trained model is saved")
+    p.add_argument("minutes", nargs="?", type=float, default=15.0, help="training time")
+    p.add_argument("seed", nargs="?", type=int, default=0, help="draws the training probes")
+    p.add_argument("form", nargs="?", default="single", choices=("single", "multi"))
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--pool", type=int, default=0, help="train on this many probes made once up front (GPU runs: "
+                                                        "making probes step by step would idle the GPU); 0: fresh "
+                                                        "probes every step")
+    p.add_argument("--workers", type=int, default=1, help="processes making the --pool")
+    p.add_argument("--eval-every", type=int, default=200)
+    a = p.parse_args(argv)
+    make = probe_multi if a.form == "multi" else probe
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
+    pol = TransformersPolicy(a.checkpoint)
     enc = encoding_policy(pol.tokenizer)
-    tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, "cpu", answer_weight=10.0)
+    pol.model.to(a.device)
+    tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, a.device, answer_weight=10.0)
     held = [make(np.random.default_rng(10_000 + i)) for i in range(200)]
     held_recs, held_mcq = records(held, enc), np.array([s.meta["mcq"] for s in held])
     show = pol.tokenizer.encode("The crops show a", add_special_tokens=False)
-    opt = torch.optim.AdamW(pol.model.parameters(), lr=5e-4, weight_decay=0.01, betas=(0.9, 0.95))
+    pool = training_pool(a.checkpoint, a.form, a.seed, a.pool, a.workers) if a.pool else None
+    opt = torch.optim.AdamW(pol.model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
     print("step 0", measure(tr, held_recs, held_mcq, show), flush=True)
-    t_end, step = time.time() + 60 * minutes, 0
+    t_end, step = time.time() + 60 * a.minutes, 0
     pol.model.train()
     while time.time() < t_end:
-        batch = records([make(rng) for _ in range(64)], enc)
-        loss, _ = tr.loss(tr.collate(batch, np.arange(len(batch))))
+        if pool is not None:
+            batch, rows = pool, rng.choice(len(pool), a.batch_size, replace=False)
+        else:
+            batch = records([make(rng) for _ in range(a.batch_size)], enc)
+            rows = np.arange(len(batch))
+        loss, _ = tr.loss(tr.collate(batch, rows))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(pol.model.parameters(), 1.0)
         opt.step()
         step += 1
-        if step % 200 == 0:
+        if step % a.eval_every == 0:
             print(f"step {step} loss {loss.item():.3f}", measure(tr, held_recs, held_mcq, show), flush=True)
     print(f"step {step} (end)", measure(tr, held_recs, held_mcq, show), flush=True)
-    pol.model.eval()
-    save_checkpoint(out, pol.model, pol.tokenizer, pol.image_processor)
+    pol.model.eval().to("cpu")
+    save_checkpoint(a.out, pol.model, pol.tokenizer, pol.image_processor)
 
 
 if __name__ == "__main__":
