@@ -1,8 +1,13 @@
 """Fixtures shared by the trainer tests: a freshly built tiny checkpoint (random weights, seed 0) and its policy.
 A test module that needs a different model defines its own fixture of the same name."""
 
+import os
+
 import pytest
 import torch
+
+if not torch.cuda.is_available():  # triton kernels (agents.lmm.cascade_kernel) run on a CPU only interpreted;
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton decorates them, so before any import
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,11 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from agents.lmm import graph_decode
 
 
-def grouped_model(seed=0):
-    """A small Qwen2 language model whose attention groups 4 query heads per key/value head."""
+def grouped_model(seed=0, heads=8):
+    """A small Qwen2 language model whose attention groups heads / 2 query heads per key/value head
+    (8 heads: head size 8; 4 heads: 16, the triton kernel's smallest)."""
     torch.manual_seed(seed)
-    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
+    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=heads,
                       num_key_value_heads=2, vocab_size=300, max_position_embeddings=512)
     cfg._attn_implementation = "sdpa"
     return Qwen2ForCausalLM(cfg).eval()
@@ -63,18 +64,20 @@ def test_compiled_decode_samples_what_the_eager_loop_samples():
     assert torch.equal(seqs, ids) and lps.shape == (3, 0)  # nothing asked, nothing generated
 
 
-@pytest.mark.parametrize("compiled,kernel", [(False, "sdpa"), (True, "sdpa"), (False, "flex")])
+@pytest.mark.parametrize("compiled,kernel", [(False, "sdpa"), (True, "sdpa"), (False, "flex"), (False, "triton")])
 def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled, kernel):
     """rows=...: a prompt sampled several times (a GRPO group) is prefilled once and its keys/values
     kept once (cascade attention over the prompt and each row's new tokens); the samples equal those
     of the same prompts repeated in the batch, for groups of unequal size and in any row order. With
     kernel="flex" both the cascade's parts and the repeated prompts' attention are FlexAttention (eager: on
-    a CPU, torch.compile cannot build FlexAttention's log-sum-exp; the GPU benchmark runs it compiled)."""
-    model = grouped_model()
-    ids = torch.randint(1, 300, (3, 10), generator=torch.Generator().manual_seed(3))
+    a CPU, torch.compile cannot build FlexAttention's log-sum-exp; the GPU benchmark runs it compiled).
+    kernel="triton": agents.lmm.cascade_kernel (on a CPU through triton's interpreter; skipped without triton)."""
+    device = triton_device() if kernel == "triton" else "cpu"
+    model = grouped_model(heads=4 if kernel == "triton" else 8).to(device)
+    ids = torch.randint(1, 300, (3, 10), generator=torch.Generator().manual_seed(3)).to(device)
     mask = torch.ones_like(ids)
     mask[1, :3] = 0  # left padding
-    rows = torch.tensor([0, 0, 1, 0, 1, 1, 1, 2])
+    rows = torch.tensor([0, 0, 1, 0, 1, 1, 1, 2], device=device)
     prefills = []
     hook = model.register_forward_pre_hook(
         lambda m, a, kw: prefills.append(kw["input_ids"].shape) if kw["input_ids"].shape[1] > 1 else None,
@@ -98,3 +101,45 @@ def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_promp
         assert torch.equal(s, seqs)
         torch.testing.assert_close(lp, lps, atol=1e-5, rtol=0)
     assert model.config._attn_implementation == "sdpa"
+
+
+def triton_device() -> str:
+    """Where agents.lmm.cascade_kernel runs in these tests: the GPU, or the CPU through triton's
+    interpreter (tests/conftest.py sets TRITON_INTERPRET=1 where there is no GPU); skipped where
+    triton is not installed (CI's CPU install)."""
+    pytest.importorskip("triton")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("splits", [1, 2, 5])
+def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tokens(splits):
+    """The triton kernel: each row attends to its prompt's keys under the prompt mask (left padding, unused
+    slots) and to its own new tokens up to own_length, whatever the number of key-block splits."""
+    device = triton_device()
+    from agents.lmm import cascade_kernel
+
+    g = torch.Generator().manual_seed(4)
+    prompts, group, heads, groups, dim, prompt_slots, own_slots, written = 3, 2, 2, 3, 16, 80, 70, 37
+    rows = prompts * group
+    query = torch.randn(rows, heads, groups, dim, generator=g)
+    pk, pv = (torch.randn(prompts, heads, prompt_slots, dim, generator=g) for _ in range(2))
+    mask = torch.zeros(prompts, prompt_slots)
+    mask[1, :7] = torch.finfo(mask.dtype).min  # a left-padded prompt
+    mask[:, 75:] = torch.finfo(mask.dtype).min  # slots past the prompts
+    ok, ov = (torch.randn(rows, heads, own_slots, dim, generator=g) for _ in range(2))
+    ok[:, :, written:] = 1e4  # unwritten slots must not be read as keys
+    prompt_of_row = torch.tensor([2, 0, 1, 0, 2, 1])
+    on = [t.to(device) for t in (query, pk, pv, mask, prompt_of_row, ok, ov, torch.tensor([written], dtype=torch.int32))]
+    out = cascade_kernel.cascade_decode(*on, dim ** -0.5, splits=splits).cpu()
+    for r, p in enumerate(prompt_of_row.tolist()):
+        keys = torch.cat([pk[p], ok[r, :, :written]], dim=1)
+        values = torch.cat([pv[p], ov[r, :, :written]], dim=1)
+        bias = torch.cat([mask[p], torch.zeros(written)])
+        expected = torch.softmax(query[r] @ keys.transpose(-1, -2) * dim ** -0.5 + bias, dim=-1) @ values
+        torch.testing.assert_close(out[r], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_triton_decode_attention_says_why_it_cannot_run(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="cannot run here"):  # a CPU model (and maybe no triton at all)
+        graph_decode.KeptCaches(grouped_model(heads=4), decode_attention="triton")

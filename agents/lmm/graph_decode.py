@@ -33,6 +33,8 @@ from functools import partial
 
 import torch
 
+from agents.lmm import cascade_kernel
+
 STATIC_CACHE_BLOCK = 256  # static KV caches are sized in blocks of tokens, so nearby lengths share one
 MAX_STATIC_CACHES = 4  # kept caches (one per batch size and block); rollout turns shrink the batch, and at
                        # real-model sizes each cache holds GBs, so the least recently used one goes
@@ -66,9 +68,12 @@ class SharedPrefix:
     mask: torch.Tensor                # (prompts, 1, 1, length) additive: 0 over the prompt's real tokens
     members: torch.Tensor             # (prompts, group) the rows of each prompt, short groups padded with a repeat
     slot: torch.Tensor                # (rows,) each row's place in members.flatten()
+    prompt_of_row: torch.Tensor       # (rows,) the prompt each row continues
+    own_length: torch.Tensor          # (1,) int32: the new tokens written so far, this step's included
 
     def as_kwargs(self) -> dict:
-        return {"shared_prefix": (self.keys, self.values, self.mask, self.members, self.slot)}
+        return {"shared_prefix": (self.keys, self.values, self.mask, self.members, self.slot, self.prompt_of_row,
+                                  self.own_length)}
 
 
 def _autocast_dtype(device_type: str) -> torch.dtype | None:
@@ -86,7 +91,8 @@ class KeptCaches:
     for itself, the second once more for any shape (torch's automatic dynamic shapes). A string is a
     torch.compile mode, e.g. "max-autotune-no-cudagraphs" (inductor benchmarks matmul kernels: slower to
     compile). decode_attention: the compiled step's attention kernel (_decode_sdpa); compiled "flex" needs
-    a CUDA device (torch's CPU build of FlexAttention returns no log-sum-exp)."""
+    a CUDA device (torch's CPU build of FlexAttention returns no log-sum-exp); "triton" is
+    agents.lmm.cascade_kernel for rows that share prompts (triton and a CUDA device; other steps use SDPA)."""
 
     def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK,
                  compile_decode: bool | str = False, decode_attention: str = "sdpa"):
@@ -96,6 +102,13 @@ class KeptCaches:
         self.graphs_failed: str | None = None  # why recording failed, once it has (then decoding is eager)
         if decode_attention not in DECODE_ATTENTION:
             raise ValueError(f"decode_attention must be one of {DECODE_ATTENTION}, got {decode_attention!r}")
+        if decode_attention == "triton":
+            config = model.config.get_text_config(decoder=True)
+            head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            why = cascade_kernel.unavailable_reason(model.device, head_dim)
+            if why:
+                raise ValueError(f"decode_attention='triton' cannot run here: {why}")
+            cascade_kernel.prepare(model.device)
         self.compiled, self.decode_attention = bool(compile_decode), decode_attention
         mode = compile_decode if isinstance(compile_decode, str) else None
         self.decode_forward = torch.compile(_decode_forward, mode=mode) if compile_decode else _decode_forward
@@ -127,7 +140,7 @@ class KeptCaches:
         return entry
 
 
-DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul", "flex")  # how a compiled decode step computes attention
+DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul", "flex", "triton")  # how a compiled decode step computes attention
 
 
 def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
@@ -139,7 +152,8 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     one, "matmul" writes the two products and the softmax out for inductor to compile, "flex" is
     torch's FlexAttention (compiled: a split-key/value decoding kernel in triton). With a
     `shared_prefix` (SharedPrefix.as_kwargs) it is _cascade_attention, whose two parts use "flex" when
-    asked for and "matmul" otherwise (they need the log-sum-exp, which the SDPA kernels do not return)."""
+    asked for and "matmul" otherwise (they need the log-sum-exp, which the SDPA kernels do not return),
+    or, for "triton", agents.lmm.cascade_kernel's one kernel for both parts; without one, "triton" is SDPA."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
@@ -149,7 +163,12 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     batch, heads, _, dim = query.shape
     grouped = query.reshape(batch, heads // groups, groups, dim)
     scale = scaling or dim ** -0.5
-    if shared_prefix is not None:
+    if shared_prefix is not None and kernel == "triton":
+        keys, values, prefix_mask, _, _, prompt_of_row, own_length = shared_prefix
+        layer = module.layer_idx
+        out = cascade_kernel.cascade_decode(grouped, keys[layer], values[layer], prefix_mask.view(len(prefix_mask), -1),
+                                            prompt_of_row, key, value, own_length, scale)
+    elif shared_prefix is not None:
         part = _flex_part if kernel == "flex" else _matmul_part
         out = _cascade_attention(module.layer_idx, grouped, key, value, attention_mask, scale, shared_prefix, part)
     elif kernel in ("matmul", "flex"):
@@ -197,7 +216,7 @@ def _cascade_attention(layer: int, query, key, value, mask, scale: float, shared
     (`part`: output and log-sum-exp) and merged by their log-sum-exps, so only small per-query results
     change layout.
     query (rows, kv heads, groups, dim); key/value (rows, kv heads, new slots, dim); mask (rows, 1, 1, new slots)."""
-    keys, values, prefix_mask, members, slot = shared_prefix
+    keys, values, prefix_mask, members, slot = shared_prefix[:5]
     prefix_keys, prefix_values = keys[layer], values[layer]
     prompts, kv_heads, _, dim = prefix_keys.shape
     group, groups = members.shape[1], query.shape[2]
@@ -254,6 +273,7 @@ def _fill_prefix(prefix: SharedPrefix, prefilled, prompt_mask: torch.Tensor, row
     padded = [own + [own[-1] if own else 0] * (group - len(own)) for own in members]
     prefix.members.copy_(torch.tensor(padded))
     prefix.slot.copy_(torch.tensor(slot))
+    prefix.prompt_of_row.copy_(rows)
 
 
 def _new_prefix(prefilled, prompts: int, group: int, length: int, rows: int, mask_dtype) -> SharedPrefix:
@@ -265,7 +285,9 @@ def _new_prefix(prefilled, prompts: int, group: int, length: int, rows: int, mas
                         values=tuple(like(layer.values) for layer in prefilled.layers),
                         mask=torch.empty(prompts, 1, 1, length, dtype=mask_dtype, device=device),
                         members=torch.zeros(prompts, group, dtype=torch.long, device=device),
-                        slot=torch.zeros(rows, dtype=torch.long, device=device))
+                        slot=torch.zeros(rows, dtype=torch.long, device=device),
+                        prompt_of_row=torch.zeros(rows, dtype=torch.long, device=device),
+                        own_length=torch.zeros(1, dtype=torch.int32, device=device))
 
 
 def _set_cache_length(cache, n: int):
@@ -392,6 +414,8 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
             entry.ids.copy_(sequences[:, -1:])
             entry.positions.copy_(next_position + (step - 1))
             entry.mask[:, 0, 0, first_slot + step - 1] = 0.0
+            if shared:
+                entry.prefix.own_length.fill_(step)
             logits = _decode_step(kept, entry, first_slot + step - 1, weights_at)
         scores = logits.to(dtype=torch.float32, copy=True)
         scaled = scores / temperature if temperature != 1.0 else scores  # generate's temperature warper

@@ -1,0 +1,145 @@
+"""One triton kernel for the cascade decode step (graph_decode's decode_attention="triton").
+
+A decode step of rows that share prompts (graph_decode.SharedPrefix) attends, per row, to its prompt's
+keys (kept once per prompt) and to its own new tokens. graph_decode._cascade_attention does that with
+batched matrix products and softmax kernels: at the Qwen2.5-VL-7B shape, batch 64 = 8 prompts x 8,
+they took ~0.9 ms of a 6.4 ms step on an H200 (benchmarks/results/gpu/generation_decode_kernels/).
+Here one kernel does both parts, FlashDecoding style: program (row, key/value head, split) loads the
+row's query heads of that key/value head once, walks its share of the key blocks (the prompt's first,
+then the row's own new tokens, only as far as they are written), keeps an online softmax, and writes
+its partial output and log-sum-exp; a few fused torch operations merge the splits.
+
+Needs triton and a CUDA device; with TRITON_INTERPRET=1 set before this module is imported it runs on
+a CPU through triton's interpreter (the tests' way). The key/value head dimension must be a power of
+two of at least 16 (tl.dot's smallest tile).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the CPU install: the kernel is then unavailable and graph_decode says so
+    triton = None
+
+BLOCK_KEYS = 64   # keys per block
+BLOCK_QUERIES = 16  # query heads per key/value head, padded up to tl.dot's smallest tile
+MASKED = -1e30     # the log-sum-exp of a split that saw no key
+
+
+def unavailable_reason(device: torch.device, head_dim: int) -> str | None:
+    """Why the kernel cannot run for this device and head size, or None if it can."""
+    if triton is None:
+        return "triton is not installed"
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        return f"it needs a CUDA device (or TRITON_INTERPRET=1 for triton's interpreter), not {device.type}"
+    if head_dim < 16 or head_dim & (head_dim - 1):
+        return f"the head dimension must be a power of two >= 16, got {head_dim}"
+    return None
+
+
+if triton is not None:
+    @triton.jit
+    def _online_block(q, k_ptrs, v_ptrs, valid, bias, m_i, l_i, acc, scale, IEEE: tl.constexpr):
+        """One block of keys folded into the running (max, sum, output) of the softmax."""
+        k = tl.load(k_ptrs, mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptrs, mask=valid[:, None], other=0.0)
+        if IEEE:
+            s = tl.dot(q, tl.trans(k), input_precision="ieee")
+        else:
+            s = tl.dot(q, tl.trans(k))
+        s = s * scale + bias[None, :]
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        return m_new, l_i, acc
+
+    @triton.jit
+    def _cascade_partials(Q, PK, PV, PMASK, OK, OV, PROMPT, OWN_LEN, OUT, LSE,
+                          sq_r, sq_h, sq_g, sp_p, sp_h, sp_s, spm_p, so_r, so_h, so_s,
+                          groups, prefix_len, blocks_per_split, scale,
+                          BG: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, IEEE: tl.constexpr):
+        row, head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        heads, splits = tl.num_programs(1), tl.num_programs(2)
+        g, d, n = tl.arange(0, BG), tl.arange(0, D), tl.arange(0, BN)
+        q = tl.load(Q + row * sq_r + head * sq_h + g[:, None] * sq_g + d[None, :], mask=g[:, None] < groups, other=0.0)
+        prompt = tl.load(PROMPT + row)
+        own_len = tl.load(OWN_LEN)
+        prefix_blocks = tl.cdiv(prefix_len, BN)
+        lo = split * blocks_per_split
+        hi = lo + blocks_per_split
+        m_i = tl.full([BG], MASKED, tl.float32)
+        l_i = tl.zeros([BG], tl.float32)
+        acc = tl.zeros([BG, D], tl.float32)
+        for b in range(tl.minimum(lo, prefix_blocks), tl.minimum(hi, prefix_blocks)):  # the prompt's keys
+            slot = b * BN + n
+            valid = slot < prefix_len
+            at = prompt * sp_p + head * sp_h + slot[:, None] * sp_s + d[None, :]
+            bias = tl.load(PMASK + prompt * spm_p + slot, mask=valid, other=MASKED).to(tl.float32)
+            m_i, l_i, acc = _online_block(q, PK + at, PV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
+        own_hi = tl.minimum(hi, prefix_blocks + tl.cdiv(own_len, BN)) - prefix_blocks
+        for b in range(tl.maximum(lo, prefix_blocks) - prefix_blocks, own_hi):  # the row's written new tokens
+            slot = b * BN + n
+            valid = slot < own_len
+            at = row * so_r + head * so_h + slot[:, None] * so_s + d[None, :]
+            bias = tl.where(valid, 0.0, MASKED)
+            m_i, l_i, acc = _online_block(q, OK + at, OV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
+        seen = l_i > 0
+        total = tl.where(seen, l_i, 1.0)
+        base = (row * heads + head) * splits + split
+        keep = g < groups
+        tl.store(OUT + base * groups * D + g[:, None] * D + d[None, :], acc / total[:, None], mask=keep[:, None])
+        tl.store(LSE + base * groups + g, tl.where(seen, m_i + tl.log(total), MASKED), mask=keep)
+
+
+_multiprocessors = {"count": 0}  # of the GPU the kernel runs on (prepare); read as a constant when traced
+
+
+def prepare(device: torch.device) -> None:
+    """Note the device's multiprocessor count (outside torch.compile's tracing, which cannot query it)."""
+    if device.type == "cuda":
+        _multiprocessors["count"] = torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def default_splits(rows: int, heads: int, blocks: int) -> int:
+    """Enough splits of the key blocks that the programs fill the GPU (prepare) about twice; 1 unprepared."""
+    sms = _multiprocessors["count"]
+    return max(1, min(blocks, math.ceil(2 * sms / (rows * heads)))) if sms else 1
+
+
+def cascade_decode(query, prefix_keys, prefix_values, prefix_mask, prompt_of_row, own_keys, own_values, own_length,
+                   scale: float, splits: int | None = None) -> torch.Tensor:
+    """Attention of one new token per row to its prompt's keys and its own written new tokens.
+
+    query (rows, kv heads, groups, dim): the query heads of each key/value head; prefix_keys/values
+    (prompts, kv heads, prompt slots, dim) with the additive prefix_mask (prompts, prompt slots);
+    prompt_of_row (rows,); own_keys/values (rows, kv heads, own slots, dim) of which the first
+    own_length[0] are written and visible. Returns (rows, kv heads, groups, dim) in the query's dtype."""
+    rows, heads, groups, dim = query.shape
+    query = query.contiguous()
+    prefix_len, own_cap = prefix_keys.shape[2], own_keys.shape[2]
+    blocks = -(-prefix_len // BLOCK_KEYS) + -(-own_cap // BLOCK_KEYS)
+    splits = splits or default_splits(rows, heads, blocks)
+    per_split = -(-blocks // splits)
+    out = torch.empty(rows, heads, splits, groups, dim, dtype=torch.float32, device=query.device)
+    lse = torch.empty(rows, heads, splits, groups, dtype=torch.float32, device=query.device)
+    _cascade_partials[(rows, heads, splits)](
+        query, prefix_keys, prefix_values, prefix_mask, own_keys, own_values, prompt_of_row, own_length, out, lse,
+        query.stride(0), query.stride(1), query.stride(2),
+        prefix_keys.stride(0), prefix_keys.stride(1), prefix_keys.stride(2), prefix_mask.stride(0),
+        own_keys.stride(0), own_keys.stride(1), own_keys.stride(2),
+        groups, prefix_len, per_split, scale,
+        BG=max(BLOCK_QUERIES, triton.next_power_of_2(groups)), BN=BLOCK_KEYS, D=dim,
+        IEEE=query.dtype == torch.float32)
+    weight = torch.exp(lse - lse.amax(dim=2, keepdim=True))
+    return ((out * weight[..., None]).sum(dim=2) / weight.sum(dim=2)[..., None]).to(query.dtype)
