@@ -140,7 +140,7 @@ class KeptCaches:
         return entry
 
 
-DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul", "flex", "triton")  # how a compiled decode step computes attention
+DECODE_ATTENTION = ("sdpa", "sdpa-efficient", "matmul", "flex", "triton")  # a compiled decode step's attention
 
 
 def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
