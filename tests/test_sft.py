@@ -99,6 +99,9 @@ def test_native_share_writes_each_format_marker_natively_with_that_probability()
         counts["native answer"] += "<answer>" not in a
         assert all(c.parseable for c in parse_turn(t).tool_calls)  # either way the env executes the calls
     assert all(abs(n / 2000 - 0.3) < 0.04 for n in counts.values()), counts
+    # build_corpus: the direct answers and tool traces take it (the env still scores the native answers)
+    for s in build_corpus(0, 2, 2, "paravt", seed=3, wc=WC, budgets=(4,), native_share=1.0):
+        assert "Answer: " in s.assistant_texts[-1] and "<answer>" not in s.assistant_texts[-1], s.kind
 
 
 def test_native_share_is_one_priors_knob(tmp_path):
@@ -110,7 +113,9 @@ def test_native_share_is_one_priors_knob(tmp_path):
     plain, mixed = (sft.parse_args(["--stage2-native-share", x]) for x in ("0", "0.3"))
     assert sft.data_key(plain) == sft.data_key(sft.parse_args([]))  # corpora built before the knob keep their key
     assert sft.data_key(mixed) != sft.data_key(plain)
-    assert sft.corpus_plan(mixed)["s2_tool"][0]["native_share"] == 0.3 and "native_share" not in sft.corpus_plan(plain)["s2_tool"][0]
+    for part in ("s2_tool", "s2_direct"):  # the cold start's traces and direct answers; nothing else
+        assert sft.corpus_plan(mixed)[part][0]["native_share"] == 0.3 and "native_share" not in sft.corpus_plan(plain)[part][0]
+    assert [k for k, (counts, _) in sft.corpus_plan(mixed).items() if "native_share" in counts] == ["s2_tool", "s2_direct"]
 
 
 def test_round_windows_whole_seconds():

@@ -220,10 +220,11 @@ class Args:
     # stage 2
     stage2_tool: int = field(default=300, metadata={"help": "stage 2: ParaVT-format tool traces (parallel calls)"})
     stage2_native_share: float = field(default=0.0, metadata={"help": "stage 2: probability that each format marker "
-                                                              "of a tool trace (</think>, a call's wrapper, the "
-                                                              "answer's wrapper) is written in the native dialect: a "
-                                                              "cold start that leaves the native habit beside the "
-                                                              "ParaVT one (one prior at a time)"})
+                                                              "of a tool trace or direct answer (</think>, a call's "
+                                                              "wrapper, the answer's wrapper) is written in the "
+                                                              "native dialect: a cold start that leaves the "
+                                                              "native habit beside the ParaVT one (one prior at a "
+                                                              "time)"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
@@ -338,7 +339,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
             "s1_direct": (dict(n_direct=args.stage1_direct), s1),
             "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt",
                              **({"native_share": args.stage2_native_share} if args.stage2_native_share else {})), s2),
-            "s2_direct": (dict(n_direct=args.stage2_direct), s2),
+            "s2_direct": (dict(n_direct=args.stage2_direct,
+                               **({"native_share": args.stage2_native_share} if args.stage2_native_share else {})), s2),
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
         plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)

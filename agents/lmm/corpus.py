@@ -395,8 +395,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     latter letting grounding answers with IoU >= 0.5 count) is redrawn, except with
     probability ``keep_wrong``. ``max_tries`` draws per sample at most (then it is skipped, so the
     corpus may come out a little smaller than asked; rare with the default world settings).
-    ``native_share``: the tool traces' format markers written the native way with this probability
-    (:func:`render_turn`; ParaVT-dialect traces only).
+    ``native_share``: the format markers of the tool traces and direct answers written the native way
+    with this probability (:func:`render_turn`; ParaVT dialect only; reading drills never).
     ``families`` restricts the direct and tool draws to those question families (reading drills:
     ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
@@ -438,7 +438,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
 
     samples += caption_samples(n_frame, n_caption, rng=rng, wc=wc, ds=ds, pick=pick, cc=caption, progress=progress)
     for _ in range(n_direct):
-        (x := play(lambda: "no_tool", direct_dialect, True, families)) is not None and samples.append(x)
+        (x := play(lambda: "no_tool", direct_dialect, True, families, native_share)) is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
         x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False, families,
