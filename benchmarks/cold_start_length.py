@@ -7,8 +7,8 @@ same stage-1 base, then the tool-prior measures of benchmarks/prior.py at the fi
 Stage 1 decides the prior (the strong base has practised tool calls in its own dialect, the weak
 base never has); the cold start (stage 2: ParaVT-format tool traces, direct answers, caption
 rehearsal) teaches both the same grammar. Its length is the knob: L = 0 is the base itself.
---native-shares adds a second knob for the strong prior: the share of its cold-start tool traces' format
-markers written in its native dialect (trainers/sft.py --stage2-native-share), a cold start that leaves
+--native-shares adds a second knob for the strong prior: the share of the format markers of its cold-start
+tool traces and direct answers written in its native dialect (trainers/sft.py --stage2-native-share), a cold start that leaves
 the native habit beside the ParaVT one; each (L, share) is its own build. --base-weak is optional. Each
 (prior, L) is built once into --build-dir (a rerun reuses finished builds) with the stage-2 settings
 given here (batch, lr; warm-up over the first half of the steps, as in the shipped 200-step cold
@@ -36,7 +36,7 @@ from trainers import sft  # noqa: E402
 
 def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
     """The cold start of ``steps`` stage-2 steps from ``base`` (stage 1 skipped), with ``share`` of its
-    tool traces' format markers in the native dialect; its directory."""
+    format markers in the native dialect; its directory."""
     if steps == 0:
         return base
     out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else ""))
@@ -106,9 +106,8 @@ def plot(results: dict, path: Path) -> None:
     panels = sorted({(prior, split_key(key)[1]) for prior, by_len in results["priors"].items() for key in by_len})
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
     for ax, (prior, share) in zip(axes[0], panels):
-        entries = [(split_key(k)[0], e) for k, e in results["priors"][prior].items()
-                   if split_key(k)[1] == share or split_key(k)[0] == 0]  # L = 0 (the base) starts every line
-        entries.sort(key=lambda x: x[0])
+        entries = sorted((split_key(k), e) for k, e in results["priors"][prior].items())
+        entries = [(steps, e) for (steps, s), e in entries if s == share or steps == 0]  # the base starts every line
         xs = [steps for steps, _ in entries]
         rows = [contrast({"models": {prior: e}})[0] for _, e in entries]
         ax.plot(xs, [r["format_greedy"] for r in rows], "o-", label="format, greedy")
@@ -164,7 +163,7 @@ def main(argv=None):
         for steps, share in runs:
             t = time.time()
             entry = measure(build(prior, base, steps, a, share), a)
-            entry["seconds"], entry["native_share"] = time.time() - t, share
+            entry["seconds"] = time.time() - t
             results["priors"][prior][row_key(steps, share)] = entry
             row = contrast({"models": {prior: entry}})[0]
             print(f"{prior} L={steps} native share {share:g}: format {row['format_greedy']:.3f} / {row['format_t07']:.3f}, kappa "

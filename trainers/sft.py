@@ -335,12 +335,11 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   keep_wrong=args.keep_wrong, caption=args.caption_config(), grounded_think=args.grounded_think)
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p)
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
+    mixed = {"native_share": args.stage2_native_share} if args.stage2_native_share else {}  # the cold start's markers
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
             "s1_direct": (dict(n_direct=args.stage1_direct), s1),
-            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt",
-                             **({"native_share": args.stage2_native_share} if args.stage2_native_share else {})), s2),
-            "s2_direct": (dict(n_direct=args.stage2_direct,
-                               **({"native_share": args.stage2_native_share} if args.stage2_native_share else {})), s2),
+            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt", **mixed), s2),
+            "s2_direct": (dict(n_direct=args.stage2_direct, **mixed), s2),
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
         plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)
