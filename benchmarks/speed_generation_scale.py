@@ -276,7 +276,7 @@ def table(res: dict) -> str:
              f"{res['new_tokens']} new tokens)"
              + (f", {res['batch'] // group} distinct prompts x G = {group} (graph samplers prefill each once)"
                 if group > 1 else ", distinct prompts")
-             + f", compiled decode attention {res.get('decode_attention', 'sdpa')}"
+             + f", compiled decode attention {res.get('decode_attention', 'sdpa')} (or the sampler's :KERNEL)"
              + f", T = {res['temperature']}, {res['dtype']}, random weights, "
              + ("with the trainers' log-prob recorder" if res.get("recorder", True) else "plain sampling (no recorder)")
              + "; best of the timed calls after a warm-up call (compilation).", "",

@@ -7,7 +7,8 @@ they took ~0.9 ms of a 6.4 ms step on an H200 (benchmarks/results/gpu/generation
 Here one kernel does both parts, FlashDecoding style: program (row, key/value head, split) loads the
 row's query heads of that key/value head once, walks its share of the key blocks (the prompt's first,
 then the row's own new tokens, only as far as they are written), keeps an online softmax, and writes
-its partial output and log-sum-exp; a few fused torch operations merge the splits.
+its partial output and log-sum-exp; a few fused torch operations merge the splits. Measured at that
+shape it takes the step from 6.63 to 6.27 ms.
 
 Needs triton and a CUDA device; with TRITON_INTERPRET=1 set before this module is imported it runs on
 a CPU through triton's interpreter (the tests' way). The key/value head dimension must be a power of
@@ -44,6 +45,8 @@ def unavailable_reason(device: torch.device, head_dim: int) -> str | None:
 
 
 if triton is not None:
+    _MASKED = tl.constexpr(MASKED)  # compiled kernels read only constexpr globals (the interpreter reads any)
+
     @triton.jit
     def _online_block(q, k_ptrs, v_ptrs, valid, bias, m_i, l_i, acc, scale, IEEE: tl.constexpr):
         """One block of keys folded into the running (max, sum, output) of the softmax."""
@@ -53,7 +56,8 @@ if triton is not None:
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
             s = tl.dot(q, tl.trans(k))
-        s = s * scale + bias[None, :]
+        # fp32 throughout: torch.compile may hand the kernel its float arguments as fp64
+        s = (s * scale).to(tl.float32) + bias.to(tl.float32)[None, :]
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new[:, None])
@@ -78,28 +82,28 @@ if triton is not None:
         prefix_blocks = tl.cdiv(prefix_len, BN)
         lo = split * blocks_per_split
         hi = lo + blocks_per_split
-        m_i = tl.full([BG], MASKED, tl.float32)
+        m_i = tl.full([BG], _MASKED, tl.float32)
         l_i = tl.zeros([BG], tl.float32)
         acc = tl.zeros([BG, D], tl.float32)
         for b in range(tl.minimum(lo, prefix_blocks), tl.minimum(hi, prefix_blocks)):  # the prompt's keys
             slot = b * BN + n
             valid = slot < prefix_len
             at = prompt * sp_p + head * sp_h + slot[:, None] * sp_s + d[None, :]
-            bias = tl.load(PMASK + prompt * spm_p + slot, mask=valid, other=MASKED).to(tl.float32)
+            bias = tl.load(PMASK + prompt * spm_p + slot, mask=valid, other=_MASKED).to(tl.float32)
             m_i, l_i, acc = _online_block(q, PK + at, PV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
         own_hi = tl.minimum(hi, prefix_blocks + tl.cdiv(own_len, BN)) - prefix_blocks
         for b in range(tl.maximum(lo, prefix_blocks) - prefix_blocks, own_hi):  # the row's written new tokens
             slot = b * BN + n
             valid = slot < own_len
             at = row * so_r + head * so_h + slot[:, None] * so_s + d[None, :]
-            bias = tl.where(valid, 0.0, MASKED)
+            bias = tl.where(valid, 0.0, _MASKED)
             m_i, l_i, acc = _online_block(q, OK + at, OV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
         seen = l_i > 0
         total = tl.where(seen, l_i, 1.0)
         base = (row * heads + head) * splits + split
         keep = g < groups
         tl.store(OUT + base * groups * D + g[:, None] * D + d[None, :], acc / total[:, None], mask=keep[:, None])
-        tl.store(LSE + base * groups + g, tl.where(seen, m_i + tl.log(total), MASKED), mask=keep)
+        tl.store(LSE + base * groups + g, tl.where(seen, m_i + tl.log(total), _MASKED), mask=keep)
 
 
 _multiprocessors = {"count": 0}  # of the GPU the kernel runs on (prepare); read as a constant when traced
