@@ -19,6 +19,7 @@ multi: probe_multi, the lookup with several objects per response and no grounded
 (SEED draws the training probes; a continuation from OUT_DIR takes another seed. Held-out probes
 are always the same 200.)
 """
+import ast
 import time
 
 import numpy as np
@@ -26,7 +27,7 @@ import torch
 
 from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records
 from agents.lmm.policy import TransformersPolicy
-from agents.lmm.tiny_qwen import save_checkpoint
+from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
 from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES
 from trainers.sft import Records, Trainee, answer_token_mask
 
@@ -190,11 +191,19 @@ def main(argv=None):
                                                         "probes every step")
     p.add_argument("--workers", type=int, default=1, help="processes making the --pool")
     p.add_argument("--eval-every", type=int, default=200)
+    p.add_argument("--fresh", default=None, metavar="NAME=VALUE,...",
+                   help="train a randomly initialised tiny model instead (the checkpoint's tokenizer), its text "
+                        "config overridden, e.g. hidden_size=256,num_hidden_layers=8,num_attention_heads=8: does "
+                        "the lookup form without the cold start, or with more capacity?")
     a = p.parse_args(argv)
     make = probe_multi if a.form == "multi" else probe
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
     pol = TransformersPolicy(a.checkpoint)
+    if a.fresh is not None:
+        overrides = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.fresh.split(",") if kv)}
+        pol.model = build_tiny_model(pol.tokenizer, seed=a.seed, **overrides)
+        print("fresh model:", overrides, sum(t.numel() for t in pol.model.parameters()), "parameters", flush=True)
     enc = encoding_policy(pol.tokenizer)
     pol.model.to(a.device)
     tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, a.device, answer_weight=10.0)
