@@ -111,10 +111,11 @@ def triton_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.parametrize("splits", [1, 2, 5])
-def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tokens(splits):
+@pytest.mark.parametrize("splits,block_keys", [(1, None), (2, None), (5, None), (3, 16), (1, 128)])
+def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tokens(splits, block_keys):
     """The triton kernel: each row attends to its prompt's keys under the prompt mask (left padding, unused
-    slots) and to its own new tokens up to own_length, whatever the number of key-block splits."""
+    slots) and to its own new tokens up to own_length, whatever the number of key-block splits and the
+    block size (128: one block holds a whole part, partly masked)."""
     device = triton_device()
     from agents.lmm import cascade_kernel
 
@@ -130,7 +131,7 @@ def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tok
     ok[:, :, written:] = 1e4  # unwritten slots must not be read as keys
     prompt_of_row = torch.tensor([2, 0, 1, 0, 2, 1])
     on = [t.to(device) for t in (query, pk, pv, mask, prompt_of_row, ok, ov, torch.tensor([written], dtype=torch.int32))]
-    out = cascade_kernel.cascade_decode(*on, dim ** -0.5, splits=splits).cpu()
+    out = cascade_kernel.cascade_decode(*on, dim ** -0.5, splits=splits, block_keys=block_keys).cpu()
     for r, p in enumerate(prompt_of_row.tolist()):
         keys = torch.cat([pk[p], ok[r, :, :written]], dim=1)
         values = torch.cat([pv[p], ov[r, :, :written]], dim=1)
@@ -143,3 +144,22 @@ def test_triton_decode_attention_says_why_it_cannot_run(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="cannot run here"):  # a CPU model (and maybe no triton at all)
         graph_decode.KeptCaches(grouped_model(heads=4), decode_attention="triton")
+
+
+def test_cascade_kernel_benchmark_checks_every_setting_against_the_batched_products(tmp_path):
+    """benchmarks/speed_cascade_kernel.py --tiny (the CPU through triton's interpreter): each kernel setting
+    is timed and compared with graph_decode's cascade of batched products; JSON and table written."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    triton_device()
+    spec = importlib.util.spec_from_file_location(
+        "speed_cascade_kernel", Path(__file__).resolve().parents[1] / "benchmarks" / "speed_cascade_kernel.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    res = bench.main(["--tiny", "--out", str(tmp_path / "k")])
+    assert len(res["kernel_all"]) == 2 and all("error" not in r for r in res["kernel_all"])
+    assert all(r["max_abs_diff"] < 1e-5 and r["microseconds"] > 0 for r in res["kernel_all"])
+    assert json.loads((tmp_path / "k.json").read_text())["shape"]["written"] == 12
+    assert "| triton kernel | splits 2, block_keys 16" in (tmp_path / "k.md").read_text()

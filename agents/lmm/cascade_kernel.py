@@ -28,8 +28,11 @@ try:
 except ImportError:  # the CPU install: the kernel is then unavailable and graph_decode says so
     triton = None
 
-BLOCK_KEYS = 64   # keys per block
 BLOCK_QUERIES = 16  # query heads per key/value head, padded up to tl.dot's smallest tile
+# Launch settings when a call names none: keys per block, the programs' warps and software-pipelining
+# stages, and how many programs per multiprocessor the split count aims for (default_splits).
+# benchmarks/speed_cascade_kernel.py times the alternatives at a real shape.
+TUNING = {"block_keys": 64, "num_warps": 4, "num_stages": 2, "waves": 2}
 MASKED = -1e30     # the log-sum-exp of a split that saw no key
 
 
@@ -115,24 +118,28 @@ def prepare(device: torch.device) -> None:
         _multiprocessors["count"] = torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def default_splits(rows: int, heads: int, blocks: int) -> int:
-    """Enough splits of the key blocks that the programs fill the GPU (prepare) about twice; 1 unprepared."""
-    sms = _multiprocessors["count"]
-    return max(1, min(blocks, math.ceil(2 * sms / (rows * heads)))) if sms else 1
+def default_splits(rows: int, heads: int, blocks: int, waves: float | None = None) -> int:
+    """Enough splits of the key blocks that there are `waves` (TUNING) programs per multiprocessor of the
+    GPU (prepare); 1 unprepared."""
+    sms, waves = _multiprocessors["count"], waves or TUNING["waves"]
+    return max(1, min(blocks, math.ceil(waves * sms / (rows * heads)))) if sms else 1
 
 
 def cascade_decode(query, prefix_keys, prefix_values, prefix_mask, prompt_of_row, own_keys, own_values, own_length,
-                   scale: float, splits: int | None = None) -> torch.Tensor:
+                   scale: float, splits: int | None = None, block_keys: int | None = None,
+                   num_warps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
     """Attention of one new token per row to its prompt's keys and its own written new tokens.
 
     query (rows, kv heads, groups, dim): the query heads of each key/value head; prefix_keys/values
     (prompts, kv heads, prompt slots, dim) with the additive prefix_mask (prompts, prompt slots);
     prompt_of_row (rows,); own_keys/values (rows, kv heads, own slots, dim) of which the first
-    own_length[0] are written and visible. Returns (rows, kv heads, groups, dim) in the query's dtype."""
+    own_length[0] are written and visible. Returns (rows, kv heads, groups, dim) in the query's dtype.
+    splits, block_keys (a power of two >= 16), num_warps, num_stages: TUNING's choices when None."""
     rows, heads, groups, dim = query.shape
     query = query.contiguous()
+    block_keys = block_keys or TUNING["block_keys"]
     prefix_len, own_cap = prefix_keys.shape[2], own_keys.shape[2]
-    blocks = -(-prefix_len // BLOCK_KEYS) + -(-own_cap // BLOCK_KEYS)
+    blocks = -(-prefix_len // block_keys) + -(-own_cap // block_keys)
     splits = splits or default_splits(rows, heads, blocks)
     per_split = -(-blocks // splits)
     out = torch.empty(rows, heads, splits, groups, dim, dtype=torch.float32, device=query.device)
@@ -143,7 +150,8 @@ def cascade_decode(query, prefix_keys, prefix_values, prefix_mask, prompt_of_row
         prefix_keys.stride(0), prefix_keys.stride(1), prefix_keys.stride(2), prefix_mask.stride(0),
         own_keys.stride(0), own_keys.stride(1), own_keys.stride(2),
         groups, prefix_len, per_split, scale,
-        BG=max(BLOCK_QUERIES, triton.next_power_of_2(groups)), BN=BLOCK_KEYS, D=dim,
-        IEEE=query.dtype == torch.float32)
+        BG=max(BLOCK_QUERIES, triton.next_power_of_2(groups)), BN=block_keys, D=dim,
+        IEEE=query.dtype == torch.float32,
+        num_warps=num_warps or TUNING["num_warps"], num_stages=num_stages or TUNING["num_stages"])
     weight = torch.exp(lse - lse.amax(dim=2, keepdim=True))
     return ((out * weight[..., None]).sum(dim=2) / weight.sum(dim=2)[..., None]).to(query.dtype)
