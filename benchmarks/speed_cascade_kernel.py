@@ -39,8 +39,8 @@ def inputs(a, device, dtype, generator):
         return torch.randn(*shape, generator=generator).to(device, dtype)
 
     query = randn(rows, a.kv_heads, groups, a.head_dim)
-    pk, pv = randn(prompts, a.kv_heads, a.prompt_slots, a.head_dim), randn(prompts, a.kv_heads, a.prompt_slots, a.head_dim)
-    ok, ov = randn(rows, a.kv_heads, a.new_slots, a.head_dim), randn(rows, a.kv_heads, a.new_slots, a.head_dim)
+    pk, pv = (randn(prompts, a.kv_heads, a.prompt_slots, a.head_dim) for _ in range(2))
+    ok, ov = (randn(rows, a.kv_heads, a.new_slots, a.head_dim) for _ in range(2))
     prompt_mask = torch.zeros(prompts, 1, 1, a.prompt_slots, device=device, dtype=dtype)
     own_mask = torch.zeros(rows, 1, 1, a.new_slots, device=device, dtype=dtype)
     own_mask[..., a.written:] = torch.finfo(dtype).min
@@ -135,10 +135,11 @@ def main(argv=None) -> dict:
         try:
             kernel_rows.append(row("triton kernel", time_call(call, device, a.reps), call(), settings))
         except Exception as err:  # e.g. a block too large for the multiprocessor's shared memory
-            kernel_rows.append({"name": "triton kernel", "settings": settings, "error": f"{type(err).__name__}: {err}"[:300]})
+            error = f"{type(err).__name__}: {err}"[:300]
+            kernel_rows.append({"name": "triton kernel", "settings": settings, "error": error})
     ran = sorted((r for r in kernel_rows if "error" not in r), key=lambda r: r["microseconds"])
-    default = next((r for r in ran if r["settings"] == {"splits": None, **{k: cascade_kernel.TUNING[k] for k in
-                                                                        ("block_keys", "num_warps", "num_stages")}}), None)
+    tuned = {"splits": None, **{k: cascade_kernel.TUNING[k] for k in ("block_keys", "num_warps", "num_stages")}}
+    default = next((r for r in ran if r["settings"] == tuned), None)
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (triton interpreter)",
            "torch": torch.__version__, "dtype": str(dtype).replace("torch.", ""), "command": " ".join(sys.argv),
            "shape": {k: getattr(a, k) for k in ("prompts", "group", "kv_heads", "query_heads", "head_dim",

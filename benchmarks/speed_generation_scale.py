@@ -24,7 +24,8 @@ hf-graph / hf-graph-compiled run it:
   graph-compiled   the graph recorded around the torch.compile'd decode forward (inductor's fused kernels);
   graph-autotuned  the same compiled with mode "max-autotune-no-cudagraphs" (inductor times matmul kernels).
 A graph sampler named NAME:KERNEL uses that decode attention kernel instead of --decode-attention
-(e.g. --caches dynamic,graph-compiled,graph-compiled:flex compares two kernels against one stock run).
+(e.g. --caches dynamic,graph-compiled,graph-compiled:flex compares two kernels against one stock run),
+and NAME[:KERNEL]+qkv computes each layer's query, key and value in one product (graph_decode.FusedProjections).
 The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 --group-size G makes the batch batch/G distinct prompts, each repeated G times (a GRPO group): stock
@@ -69,17 +70,25 @@ def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
     return model
 
 
+def parse_sampler(spec: str) -> tuple[str, str, bool]:
+    """NAME[:KERNEL][+qkv] -> (name, kernel or "", fused projections)."""
+    fused = spec.endswith("+qkv")
+    name, _, kernel = spec.removesuffix("+qkv").partition(":")
+    return name, kernel, fused
+
+
 def sample(model, prompts, args, cache: str, seed: int, kept: dict, new_tokens: int | None = None):
     from transformers import CompileConfig, GenerationConfig, StaticCache
 
     new_tokens = args.new_tokens if new_tokens is None else new_tokens
-    cache, _, kernel = cache.partition(":")
+    cache, kernel, fused = parse_sampler(cache)
     if cache.startswith("graph"):
         from agents.lmm.graph_decode import KeptCaches, sample as graph_sample
 
         compile_decode = {"graph-compiled": True, "graph-autotuned": "max-autotune-no-cudagraphs"}.get(cache, False)
         kept.setdefault("graph", KeptCaches(model, compile_decode=compile_decode and not args.tiny,
-                                            decode_attention=kernel or args.decode_attention))
+                                            decode_attention=kernel or args.decode_attention,
+                                            fuse_projections=fused))
         rows = None
         if args.group_size > 1:  # each distinct prompt prefilled once (as TransformersPolicy does for a group)
             prompts, rows = prompts[::args.group_size], torch.arange(len(prompts)) // args.group_size
@@ -221,9 +230,11 @@ def main(argv=None):
     if a.batch % a.group_size:
         p.error(f"--batch {a.batch} is not a multiple of --group-size {a.group_size}")
     for cache in a.caches.split(","):
-        name, _, kernel = cache.partition(":")
-        if kernel and (kernel not in DECODE_ATTENTION or not name.startswith("graph")):
-            p.error(f"{cache!r}: a kernel suffix goes on a graph sampler and is one of {DECODE_ATTENTION}")
+        name, kernel, fused = parse_sampler(cache)
+        if (kernel or fused) and not name.startswith("graph"):
+            p.error(f"{cache!r}: a :KERNEL or +qkv suffix goes on a graph sampler")
+        if kernel and kernel not in DECODE_ATTENTION:
+            p.error(f"{cache!r}: the kernel is one of {DECODE_ATTENTION}")
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,
            "group_size": a.group_size, "decode_attention": a.decode_attention, "inductor": a.inductor,
            "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens, "temperature": a.temperature,

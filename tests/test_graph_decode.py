@@ -163,3 +163,52 @@ def test_cascade_kernel_benchmark_checks_every_setting_against_the_batched_produ
     assert all(r["max_abs_diff"] < 1e-5 and r["microseconds"] > 0 for r in res["kernel_all"])
     assert json.loads((tmp_path / "k.json").read_text())["shape"]["written"] == 12
     assert "| triton kernel | splits 2, block_keys 16" in (tmp_path / "k.md").read_text()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fused_projections_sample_what_separate_products_sample_and_follow_the_weights(compiled, monkeypatch):
+    """fuse_projections=True (one query/key/value product per layer in decode steps) samples the tokens and
+    log-probs of the separate products, for distinct prompts and for rows sharing prompts; after the
+    weights change in place (a trainer's step) the next call follows them; afterwards the layers run
+    their own forward again."""
+    fused_calls = []
+    fused_forward = graph_decode._fused_attention_forward
+    monkeypatch.setattr(graph_decode, "_fused_attention_forward",
+                        lambda *a, **kw: fused_calls.append(len(a)) or fused_forward(*a, **kw))
+    model = grouped_model()
+    ids = torch.randint(1, 300, (3, 9), generator=torch.Generator().manual_seed(6))
+    mask = torch.ones_like(ids)
+    mask[2, :3] = 0  # left padding
+    rows = torch.tensor([0, 1, 1, 2, 0])
+    kept = {fused: graph_decode.KeptCaches(model, compile_decode=compiled, fuse_projections=fused)
+            for fused in (False, True)}
+    fused_calls.clear()  # (building the fused kept caches checked each layer once)
+
+    def run(fused, shared):
+        torch.manual_seed(12)
+        return graph_decode.sample(model, kept[fused], {"input_ids": ids, "attention_mask": mask}, max_new_tokens=6,
+                                   temperature=0.9, rows=rows if shared else None)
+
+    for shared in (False, True):
+        (seqs, lps), (fused_seqs, fused_lps) = run(False, shared), run(True, shared)
+        assert torch.equal(seqs, fused_seqs)
+        torch.testing.assert_close(fused_lps, lps, atol=1e-5, rtol=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    (new_seqs, new_lps), (fused_seqs, fused_lps) = run(False, True), run(True, True)
+    assert not torch.equal(new_lps, lps)  # the update changed what is sampled...
+    assert torch.equal(new_seqs, fused_seqs)  # ...and the fused copy followed it
+    torch.testing.assert_close(fused_lps, new_lps, atol=1e-5, rtol=0)
+    assert all("forward" not in layer.self_attn.__dict__ for layer in model.model.layers)
+    assert len(fused_calls) >= len(model.model.layers)  # the decode steps ran (compiled: traced) the fused forward
+
+
+def test_fused_projections_refuse_an_attention_forward_they_do_not_reproduce():
+    model = grouped_model()
+    attention = model.model.layers[1].self_attn
+    own = attention.forward
+    attention.forward = lambda *args, **kwargs: (2 * own(*args, **kwargs)[0], None)  # not what the fused one computes
+    refused = r"fuse_projections: Qwen2Attention \(layer 1\).*outputs differ by 5.0e-01 relative"
+    with pytest.raises(ValueError, match=refused):
+        graph_decode.KeptCaches(model, fuse_projections=True)
