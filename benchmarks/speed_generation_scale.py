@@ -25,7 +25,8 @@ hf-graph / hf-graph-compiled run it:
   graph-autotuned  the same compiled with mode "max-autotune-no-cudagraphs" (inductor times matmul kernels).
 A graph sampler named NAME:KERNEL uses that decode attention kernel instead of --decode-attention
 (e.g. --caches dynamic,graph-compiled,graph-compiled:flex compares two kernels against one stock run),
-and NAME[:KERNEL]+qkv computes each layer's query, key and value in one product (graph_decode.FusedProjections).
+and NAME[:KERNEL]+qkv / +mlp / +qkv+mlp computes each layer's query, key and value / gate and up products
+as one (graph_decode.FusedProjections).
 The first call of each pays the compilation or graph recording and is left out of the timing.
 Every row generates exactly --new-tokens tokens (end of sequence ignored), prompts are random ids.
 --group-size G makes the batch batch/G distinct prompts, each repeated G times (a GRPO group): stock
@@ -70,11 +71,17 @@ def build(shape: str, device: torch.device, dtype: torch.dtype, seed: int = 0):
     return model
 
 
-def parse_sampler(spec: str) -> tuple[str, str, bool]:
-    """NAME[:KERNEL][+qkv] -> (name, kernel or "", fused projections)."""
-    fused = spec.endswith("+qkv")
-    name, _, kernel = spec.removesuffix("+qkv").partition(":")
-    return name, kernel, fused
+FUSION_SUFFIXES = {"qkv": "attention", "mlp": "mlp"}  # sampler suffix -> graph_decode.FUSABLE kind
+
+
+def parse_sampler(spec: str) -> tuple[str, str, tuple[str, ...]]:
+    """NAME[:KERNEL][+qkv][+mlp] -> (name, kernel or "", the graph_decode.FUSABLE kinds to fuse)."""
+    base, *suffixes = spec.split("+")
+    name, _, kernel = base.partition(":")
+    unknown = [s for s in suffixes if s not in FUSION_SUFFIXES]
+    if unknown:
+        raise ValueError(f"{spec!r}: a +suffix is one of {tuple(FUSION_SUFFIXES)}, got {unknown}")
+    return name, kernel, tuple(FUSION_SUFFIXES[s] for s in suffixes)
 
 
 def sample(model, prompts, args, cache: str, seed: int, kept: dict, new_tokens: int | None = None):
@@ -230,9 +237,12 @@ def main(argv=None):
     if a.batch % a.group_size:
         p.error(f"--batch {a.batch} is not a multiple of --group-size {a.group_size}")
     for cache in a.caches.split(","):
-        name, kernel, fused = parse_sampler(cache)
+        try:
+            name, kernel, fused = parse_sampler(cache)
+        except ValueError as err:
+            p.error(str(err))
         if (kernel or fused) and not name.startswith("graph"):
-            p.error(f"{cache!r}: a :KERNEL or +qkv suffix goes on a graph sampler")
+            p.error(f"{cache!r}: a :KERNEL or +qkv/+mlp suffix goes on a graph sampler")
         if kernel and kernel not in DECODE_ATTENTION:
             p.error(f"{cache!r}: the kernel is one of {DECODE_ATTENTION}")
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU", "batch": a.batch,

@@ -1,6 +1,8 @@
 """agents.lmm.graph_decode on a CPU: the decode attention used under torch.compile, and the compiled
 decode loop against the eager one. (The CUDA-graph replay itself: tests/test_lmm.py, on a GPU.)"""
 
+from functools import partial
+
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -165,22 +167,23 @@ def test_cascade_kernel_benchmark_checks_every_setting_against_the_batched_produ
     assert "| triton kernel | splits 2, block_keys 16" in (tmp_path / "k.md").read_text()
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_fused_projections_sample_what_separate_products_sample_and_follow_the_weights(compiled, monkeypatch):
-    """fuse_projections=True (one query/key/value product per layer in decode steps) samples the tokens and
-    log-probs of the separate products, for distinct prompts and for rows sharing prompts; after the
+@pytest.mark.parametrize("compiled,kinds", [(False, ("attention",)), (False, ("mlp",)), (True, ("attention", "mlp"))])
+def test_fused_projections_sample_what_separate_products_sample_and_follow_the_weights(compiled, kinds, monkeypatch):
+    """fuse_projections (one query/key/value product, one gate/up product per layer in decode steps) samples
+    the tokens and log-probs of the separate products, for distinct prompts and for rows sharing prompts; after the
     weights change in place (a trainer's step) the next call follows them; afterwards the layers run
     their own forward again."""
     fused_calls = []
-    fused_forward = graph_decode._fused_attention_forward
-    monkeypatch.setattr(graph_decode, "_fused_attention_forward",
-                        lambda *a, **kw: fused_calls.append(len(a)) or fused_forward(*a, **kw))
+    for kind in kinds:
+        forward = graph_decode._FUSED_FORWARDS[kind]
+        monkeypatch.setitem(graph_decode._FUSED_FORWARDS, kind,
+                            partial(lambda f, *a, **kw: fused_calls.append(f) or f(*a, **kw), forward))
     model = grouped_model()
     ids = torch.randint(1, 300, (3, 9), generator=torch.Generator().manual_seed(6))
     mask = torch.ones_like(ids)
     mask[2, :3] = 0  # left padding
     rows = torch.tensor([0, 1, 1, 2, 0])
-    kept = {fused: graph_decode.KeptCaches(model, compile_decode=compiled, fuse_projections=fused)
+    kept = {fused: graph_decode.KeptCaches(model, compile_decode=compiled, fuse_projections=kinds if fused else ())
             for fused in (False, True)}
     fused_calls.clear()  # (building the fused kept caches checked each layer once)
 
@@ -201,14 +204,23 @@ def test_fused_projections_sample_what_separate_products_sample_and_follow_the_w
     assert torch.equal(new_seqs, fused_seqs)  # ...and the fused copy followed it
     torch.testing.assert_close(fused_lps, new_lps, atol=1e-5, rtol=0)
     assert all("forward" not in layer.self_attn.__dict__ for layer in model.model.layers)
-    assert len(fused_calls) >= len(model.model.layers)  # the decode steps ran (compiled: traced) the fused forward
+    assert len(fused_calls) >= len(kinds) * len(model.model.layers)  # decode steps ran (compiled: traced) them
 
 
-def test_fused_projections_refuse_an_attention_forward_they_do_not_reproduce():
+@pytest.mark.parametrize("kind", graph_decode.FUSABLE)
+def test_fused_projections_refuse_a_forward_they_do_not_reproduce(kind):
     model = grouped_model()
-    attention = model.model.layers[1].self_attn
-    own = attention.forward
-    attention.forward = lambda *args, **kwargs: (2 * own(*args, **kwargs)[0], None)  # not what the fused one computes
-    refused = r"fuse_projections: Qwen2Attention \(layer 1\).*outputs differ by 5.0e-01 relative"
+    layer = model.model.layers[1]
+    module = layer.self_attn if kind == "attention" else layer.mlp
+    own = module.forward
+
+    def doubled(*args, **kwargs):  # not what the fused forward computes
+        out = own(*args, **kwargs)
+        return (2 * out[0], None) if isinstance(out, tuple) else 2 * out
+
+    module.forward = doubled
+    refused = rf"fuse_projections: {type(module).__name__}.* {kind} forward .*outputs differ by 5.0e-01 relative"
     with pytest.raises(ValueError, match=refused):
-        graph_decode.KeptCaches(model, fuse_projections=True)
+        graph_decode.KeptCaches(model, fuse_projections=(kind,))
+    with pytest.raises(ValueError, match="name one or more of"):
+        graph_decode.KeptCaches(model, fuse_projections=("attention", "lm_head"))

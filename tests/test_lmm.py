@@ -172,7 +172,7 @@ def test_generation_scale_benchmark_runs_on_the_tiny_shape(tmp_path):
         "speed_generation_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "speed_generation_scale.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    caches = "dynamic,static-per-call,static,graph-eager,graph,graph-compiled,graph+qkv"
+    caches = "dynamic,static-per-call,static,graph-eager,graph,graph-compiled,graph+qkv+mlp"
     res = bench.main(["--tiny", "--caches", caches, "--out", str(tmp_path / "gen")])
     rows = res["shapes"]["tiny"]
     assert set(rows) == set(caches.split(","))

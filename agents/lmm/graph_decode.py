@@ -93,11 +93,12 @@ class KeptCaches:
     compile). decode_attention: the compiled step's attention kernel (_decode_sdpa); compiled "flex" needs
     a CUDA device (torch's CPU build of FlexAttention returns no log-sum-exp); "triton" is
     agents.lmm.cascade_kernel for rows that share prompts (triton and a CUDA device; other steps use SDPA).
-    fuse_projections: decode steps compute each layer's query, key and value in one product
-    (FusedProjections; a copy of those weights)."""
+    fuse_projections: kinds of FUSABLE ("attention", "mlp") whose products decode steps compute as one
+    per layer (FusedProjections; a copy of those weights)."""
 
     def __init__(self, model, max_kept: int = MAX_STATIC_CACHES, block: int = STATIC_CACHE_BLOCK,
-                 compile_decode: bool | str = False, decode_attention: str = "sdpa", fuse_projections: bool = False):
+                 compile_decode: bool | str = False, decode_attention: str = "sdpa",
+                 fuse_projections: Sequence[str] = ()):
         self.model, self.max_kept, self.block = model, max_kept, block
         self.entries: OrderedDict[tuple, KeptDecoder] = OrderedDict()
         self.graph_pool = None
@@ -112,7 +113,7 @@ class KeptCaches:
                 raise ValueError(f"decode_attention='triton' cannot run here: {why}")
             cascade_kernel.prepare(model.device)
         self.compiled, self.decode_attention = bool(compile_decode), decode_attention
-        self.fused = FusedProjections(model) if fuse_projections else None
+        self.fused = FusedProjections(model, fuse_projections) if fuse_projections else None
         mode = compile_decode if isinstance(compile_decode, str) else None
         self.decode_forward = torch.compile(_decode_forward, mode=mode) if compile_decode else _decode_forward
 
@@ -301,58 +302,76 @@ def _new_prefix(prefilled, prompts: int, group: int, length: int, rows: int, mas
                         own_length=torch.zeros(1, dtype=torch.int32, device=device))
 
 
+FUSABLE = {  # what fuse_projections may name: the layers' Linear modules that read one input, made one product
+    "attention": ("q_proj", "k_proj", "v_proj"),
+    "mlp": ("gate_proj", "up_proj"),
+}
+
+
 class FusedProjections:
-    """The decode step's query, key and value products as one matrix product per layer.
+    """Decode steps with the products that read one input as one matrix product per layer.
 
-    At a real shape a decode step is bound by reading weights, and the key/value products are too small
-    to read theirs at full speed (Qwen2.5-VL-7B, 64 rows, on an H200: ~36 us a layer for the three
-    products, ~10 for the query's alone, which is 7x larger). Each text attention layer's three weight
-    matrices (and biases) are concatenated into one kept copy, refreshed from the parameters before every
-    sample call (refresh), so the trainer's updates are followed; during a decode step the layers run
-    _fused_attention_forward, a copy of transformers' attention forward with the one product. A layer is
-    fused only if its forward, run both ways on random input, gives the same output: a transformers
-    version whose attention differs is refused with the reason, not silently mis-computed. Costs a copy
-    of those weights (0.9 GB at 7B in bf16)."""
+    At a real shape a decode step is bound by reading weights, and small products read theirs slowly
+    (Qwen2.5-VL-7B, 64 rows, on an H200: ~25 us a layer for the query, key and value products, of which
+    ~10 for the query's alone, 7x larger than the other two). For each kind named (FUSABLE: "attention"
+    the query/key/value products, "mlp" the gate/up pair) each layer's weight matrices (and biases) are
+    concatenated into one kept copy, refreshed from the parameters before every sample call (refresh), so
+    the trainer's updates are followed; during a decode step those layers run _fused_attention_forward /
+    _fused_mlp_forward, copies of transformers' Qwen2-family forwards with the one product. A layer is
+    fused only if its own forward, run both ways on random input, gives the same output: a model or
+    transformers version whose layer differs is refused with the reason, not silently mis-computed.
+    Costs a copy of those weights (at 7B in bf16: attention 0.9 GB, mlp 7.6 GB)."""
 
-    def __init__(self, model):
-        self.layers = [m for m in model.modules() if _has_projections(m)]
-        if not self.layers:
-            raise ValueError("fuse_projections: the model has no attention layer with q_proj, k_proj, v_proj, o_proj")
-        with torch.no_grad():
-            self.weights = [torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight]) for m in self.layers]
-            self.biases = [torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias]) if m.q_proj.bias is not None
-                           else None for m in self.layers]
-        for layer, weight, bias in zip(self.layers, self.weights, self.biases):
-            _check_fused_forward(layer, weight, bias)
+    def __init__(self, model, kinds: Sequence[str]):
+        unknown = set(kinds) - set(FUSABLE)
+        if unknown or not kinds:
+            raise ValueError(f"fuse_projections: name one or more of {tuple(FUSABLE)}, got {tuple(kinds)}")
+        self.parts = []  # (module, names of its fused Linear modules, fused forward, weight copy, bias copy)
+        for kind in kinds:
+            names, forward = FUSABLE[kind], _FUSED_FORWARDS[kind]
+            layers = [m for m in model.modules() if _fusable(m, kind)]
+            if not layers:
+                raise ValueError(f"fuse_projections: the model has no {kind} layer with {', '.join(names)}")
+            for m in layers:
+                linears = [getattr(m, n) for n in names]
+                with torch.no_grad():
+                    weight = torch.cat([lin.weight for lin in linears])
+                    bias = torch.cat([lin.bias for lin in linears]) if linears[0].bias is not None else None
+                _check_fused_forward(m, kind, partial(forward, m, weight, bias))
+                self.parts.append((m, linears, forward, weight, bias))
 
     @torch.no_grad()
     def refresh(self):
-        for m, weight, bias in zip(self.layers, self.weights, self.biases):
-            torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight], out=weight)
+        for _, linears, _, weight, bias in self.parts:
+            torch.cat([lin.weight for lin in linears], out=weight)
             if bias is not None:
-                torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias], out=bias)
+                torch.cat([lin.bias for lin in linears], out=bias)
 
     @contextlib.contextmanager
     def installed(self):
-        """The layers run the fused forward (an instance attribute, as accelerate's hooks do) until exit."""
-        before = [m.__dict__.get("forward") for m in self.layers]
-        for m, weight, bias in zip(self.layers, self.weights, self.biases):
-            m.forward = partial(_fused_attention_forward, m, weight, bias)
+        """The layers run the fused forwards (an instance attribute, as accelerate's hooks do) until exit."""
+        before = [m.__dict__.get("forward") for m, *_ in self.parts]
+        for m, _, forward, weight, bias in self.parts:
+            m.forward = partial(forward, m, weight, bias)
         try:
             yield
         finally:
-            for m, forward in zip(self.layers, before):
+            for (m, *_), forward in zip(self.parts, before):
                 if forward is None:
                     del m.forward
                 else:
                     m.forward = forward
 
 
-def _has_projections(module) -> bool:
+def _fusable(module, kind: str) -> bool:
+    names = FUSABLE[kind]
     linear = torch.nn.Linear
-    return (all(isinstance(getattr(module, name, None), linear) for name in ("q_proj", "k_proj", "v_proj", "o_proj"))
-            and hasattr(module, "layer_idx") and hasattr(module, "head_dim")
-            and all((getattr(module, p).bias is None) == (module.q_proj.bias is None) for p in ("k_proj", "v_proj")))
+    last = {"attention": "o_proj", "mlp": "down_proj"}[kind]
+    if not all(isinstance(getattr(module, n, None), linear) for n in (*names, last)):
+        return False
+    if len({getattr(module, n).bias is None for n in names}) > 1:
+        return False
+    return hasattr(module, "layer_idx") and hasattr(module, "head_dim") if kind == "attention" else hasattr(module, "act_fn")
 
 
 def _fused_attention_forward(module, weight, bias, hidden_states, position_embeddings=None, attention_mask=None,
@@ -378,27 +397,42 @@ def _fused_attention_forward(module, weight, bias, hidden_states, position_embed
     return module.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), weights
 
 
+def _fused_mlp_forward(module, weight, bias, x):
+    """transformers' Qwen2 MLP forward with the gate and up products as one."""
+    gate, up = torch.nn.functional.linear(x, weight, bias).split(
+        [module.gate_proj.out_features, module.up_proj.out_features], dim=-1)
+    return module.down_proj(module.act_fn(gate) * up)
+
+
+_FUSED_FORWARDS = {"attention": _fused_attention_forward, "mlp": _fused_mlp_forward}
+
+
 @torch.no_grad()
-def _check_fused_forward(module, weight, bias):
+def _check_fused_forward(module, kind: str, fused: Callable):
     """Refuse to fuse a layer whose own forward the fused one does not reproduce on random input."""
-    hidden = module.q_proj.in_features
+    weight = getattr(module, FUSABLE[kind][0]).weight
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 3, hidden, generator=g).to(weight)
-    cos, sin = (torch.randn(1, 3, module.head_dim, generator=g).to(weight) for _ in range(2))
+    x = torch.randn(1, 3, weight.shape[1], generator=g).to(weight)
+    if kind == "attention":
+        rotary = tuple(torch.randn(1, 3, module.head_dim, generator=g).to(weight) for _ in range(2))
+        kwargs = {"hidden_states": x, "position_embeddings": rotary, "attention_mask": None}
+    else:
+        kwargs = {"x": x}
     why = None
     try:
-        own = module(hidden_states=x, position_embeddings=(cos, sin), attention_mask=None)[0]
-        fused = _fused_attention_forward(module, weight, bias, x, position_embeddings=(cos, sin))[0]
+        own, ours = module(**kwargs), fused(**kwargs)
+        own, ours = (out[0] if isinstance(out, tuple) else out for out in (own, ours))
         tolerance = 1e-4 if weight.dtype == torch.float32 else 3e-2  # relative; half precision rounds each product
-        if own.shape != fused.shape:
-            why = f"outputs of shapes {tuple(own.shape)} and {tuple(fused.shape)}"
-        elif (error := float((own.float() - fused.float()).norm() / own.float().norm().clamp_min(1e-12))) > tolerance:
+        if own.shape != ours.shape:
+            why = f"outputs of shapes {tuple(own.shape)} and {tuple(ours.shape)}"
+        elif (error := float((own.float() - ours.float()).norm() / own.float().norm().clamp_min(1e-12))) > tolerance:
             why = f"outputs differ by {error:.1e} relative"
-    except Exception as err:  # any attention forward shaped otherwise
+    except Exception as err:  # any forward shaped otherwise
         why = f"{type(err).__name__}: {err}"
     if why:
-        raise ValueError(f"fuse_projections: {type(module).__name__} (layer {module.layer_idx}) runs an attention "
-                         f"forward the fused one does not reproduce ({why}); decode without fuse_projections")
+        where = f" (layer {module.layer_idx})" if hasattr(module, "layer_idx") else ""
+        raise ValueError(f"fuse_projections: {type(module).__name__}{where} runs a {kind} forward the fused one does "
+                         f"not reproduce ({why}); decode without fusing {kind!r}")
 
 
 def _set_cache_length(cache, n: int):
