@@ -178,10 +178,11 @@ def test_fused_projections_sample_what_separate_products_sample_and_follow_the_w
     weights change in place (a trainer's step) the next call follows them (on a GPU: the recorded CUDA
     graphs read the refreshed copy); afterwards the layers run their own forward again."""
     fused_calls = []
-    for kind in kinds:
-        forward = graph_decode._FUSED_FORWARDS[kind]
-        monkeypatch.setitem(graph_decode._FUSED_FORWARDS, kind,
-                            partial(lambda f, *a, **kw: fused_calls.append(f) or f(*a, **kw), forward))
+    if not compiled:  # (traced, the spy's growing list would recompile every step; see the next test)
+        for kind in kinds:
+            forward = graph_decode._FUSED_FORWARDS[kind]
+            monkeypatch.setitem(graph_decode._FUSED_FORWARDS, kind,
+                                partial(lambda f, *a, **kw: fused_calls.append(f) or f(*a, **kw), forward))
     model = grouped_model().to(device)
     ids = torch.randint(1, 300, (3, 9), generator=torch.Generator().manual_seed(6)).to(device)
     mask = torch.ones_like(ids)
@@ -209,7 +210,32 @@ def test_fused_projections_sample_what_separate_products_sample_and_follow_the_w
     assert torch.equal(new_seqs, fused_seqs)  # ...and the fused copy followed it
     torch.testing.assert_close(fused_lps, new_lps, atol=tolerance, rtol=0)
     assert all("forward" not in layer.self_attn.__dict__ for layer in model.model.layers)
-    assert len(fused_calls) >= len(kinds) * len(model.model.layers)  # decode steps ran (compiled: traced) them
+    assert compiled or len(fused_calls) >= len(kinds) * len(model.model.layers)  # the decode steps ran them
+
+
+def test_compiled_fused_decode_compiles_once_and_reads_the_kept_copy(monkeypatch):
+    """Compiled, the fused forwards are traced once, not at every decode step (their objects live as long as
+    the kept caches: a new one per step failed torch.compile's guards and recompiled every step), and the
+    compiled step reads the kept weight copy (spoiling the copy changes what is sampled)."""
+    from torch._dynamo.utils import counters
+
+    model = grouped_model()
+    ids = torch.randint(1, 300, (2, 7), generator=torch.Generator().manual_seed(8))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    kept = graph_decode.KeptCaches(model, compile_decode=True, fuse_projections=("attention", "mlp"))
+    graphs_before = counters["stats"]["unique_graphs"]
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        runs.append(graph_decode.sample(model, kept, batch, max_new_tokens=8, temperature=0.9))
+    assert counters["stats"]["unique_graphs"] - graphs_before <= 3  # 7 decode steps a call, 2 calls
+    assert torch.equal(runs[0][0], runs[1][0])
+    refresh = graph_decode.FusedProjections.refresh
+    monkeypatch.setattr(graph_decode.FusedProjections, "refresh",
+                        lambda self: refresh(self) or [part[3].mul_(0.5) for part in self.parts])
+    torch.manual_seed(3)
+    spoiled = graph_decode.sample(model, kept, batch, max_new_tokens=8, temperature=0.9)
+    assert (spoiled[1] - runs[0][1]).abs().max() > 1e-2
 
 
 @pytest.mark.parametrize("kind", graph_decode.FUSABLE)

@@ -326,9 +326,9 @@ class FusedProjections:
         unknown = set(kinds) - set(FUSABLE)
         if unknown or not kinds:
             raise ValueError(f"fuse_projections: name one or more of {tuple(FUSABLE)}, got {tuple(kinds)}")
-        self.parts = []  # (module, names of its fused Linear modules, fused forward, weight copy, bias copy)
+        self.parts = []  # (module, its fused Linear modules, its fused forward, weight copy, bias copy)
         for kind in kinds:
-            names, forward = FUSABLE[kind], _FUSED_FORWARDS[kind]
+            names, fused_forward = FUSABLE[kind], _FUSED_FORWARDS[kind]
             layers = [m for m in model.modules() if _fusable(m, kind)]
             if not layers:
                 raise ValueError(f"fuse_projections: the model has no {kind} layer with {', '.join(names)}")
@@ -337,7 +337,10 @@ class FusedProjections:
                 with torch.no_grad():
                     weight = torch.cat([lin.weight for lin in linears])
                     bias = torch.cat([lin.bias for lin in linears]) if linears[0].bias is not None else None
-                _check_fused_forward(m, kind, partial(forward, m, weight, bias))
+                # one forward object a layer for as long as these are kept: torch.compile's guards hold
+                # on its identity, and a new one at every decode step would recompile every step
+                forward = partial(fused_forward, m, weight, bias)
+                _check_fused_forward(m, kind, forward)
                 self.parts.append((m, linears, forward, weight, bias))
 
     @torch.no_grad()
@@ -351,8 +354,8 @@ class FusedProjections:
     def installed(self):
         """The layers run the fused forwards (an instance attribute, as accelerate's hooks do) until exit."""
         before = [m.__dict__.get("forward") for m, *_ in self.parts]
-        for m, _, forward, weight, bias in self.parts:
-            m.forward = partial(forward, m, weight, bias)
+        for m, _, forward, _, _ in self.parts:
+            m.forward = forward
         try:
             yield
         finally:
