@@ -2,8 +2,9 @@
 
 lookup_probe.py's multi form (drill-shaped conversations of ~300 tokens) plateaus at ~40 % colour
 accuracy on a GPU, from the cold start and from random init alike. Here the same lookup sits in one short
-line: N objects of distinct shapes, then a question naming one shape; the only target is the colour token
-before that shape ("red circle; blue star. What colour is the star? blue"). `bare` lists "colour shape";
+line: N objects of distinct shapes, then a question naming one shape; the target is the colour token
+before that shape ("red circle; blue star. What colour is the star? blue"). --queries Q asks Q questions
+about one list (Q targets a row: denser supervision); held-out rows ask one. `bare` lists "colour shape";
 `caption` writes each as the env's captions do ("blue star at top-left (12.0 s)"), so the lookup must skip
 more tokens. A randomly initialised model of the shipped tiny shape (or --text-config overrides) trains on
 fresh examples; held-out accuracy is printed as it trains (chance 1/8).
@@ -24,7 +25,8 @@ from paravt_env.world import COLOURS, POSITIONS, SHAPES
 COLOUR_NAMES = tuple(COLOURS)
 
 
-def example(rng: np.random.Generator, n: int, form: str) -> tuple[str, str]:
+def example(rng: np.random.Generator, n: int, form: str, queries: int) -> tuple[str, list[tuple[str, str]]]:
+    """(the object list, [(question, colour)] for `queries` of its objects, drawn with replacement)."""
     shapes = rng.choice(len(SHAPES), n, replace=False)
     colours = rng.integers(len(COLOUR_NAMES), size=n)
     t = float(rng.uniform(0, 500))
@@ -34,28 +36,41 @@ def example(rng: np.random.Generator, n: int, form: str) -> tuple[str, str]:
         if form == "caption":
             item += f" at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({t + 7 * k:.1f} s)"
         items.append(item)
-    target = int(rng.integers(n))
-    return f"Objects: {'; '.join(items)}. What colour is the {SHAPES[shapes[target]]}?", COLOUR_NAMES[colours[target]]
+    asked = rng.integers(n, size=queries)
+    return (f"Objects: {'; '.join(items)}.",
+            [(f" What colour is the {SHAPES[shapes[k]]}?", COLOUR_NAMES[colours[k]]) for k in asked])
 
 
-def batch(tok, rng, size: int, n: int, form: str):
-    rows = [example(rng, n, form) for _ in range(size)]
-    prompts = [tok.encode(q, add_special_tokens=False) for q, _ in rows]
-    answers = [tok.encode(" " + a, add_special_tokens=False)[0] for _, a in rows]  # " colour" is one token
-    width = max(map(len, prompts))
-    ids = torch.full((size, width), tok.pad_token_id, dtype=torch.long)
+def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1):
+    """(ids, mask, targets): right-padded rows of n[0]..n[1] objects; targets -100 except at each answer's
+    colour token."""
+    rows = []
+    for _ in range(size):
+        objects, asked = example(rng, int(rng.integers(n[0], n[1] + 1)), form, queries)
+        ids, target = tok.encode(objects, add_special_tokens=False), []
+        for question, colour in asked:
+            ids += tok.encode(question, add_special_tokens=False)
+            target += [-100] * (len(ids) - len(target))
+            ids.append(tok.encode(" " + colour, add_special_tokens=False)[0])  # " colour" is one token
+            target.append(ids[-1])
+            ids += tok.encode(".", add_special_tokens=False)
+        rows.append((ids, target + [-100] * (len(ids) - len(target))))
+    width = max(len(ids) for ids, _ in rows)
+    out = torch.full((size, width), tok.pad_token_id, dtype=torch.long)
     mask = torch.zeros(size, width, dtype=torch.long)
-    for i, p in enumerate(prompts):  # left padding: the answer is predicted at the last position
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
-    return ids, mask, torch.tensor(answers)
+    targets = torch.full((size, width), -100, dtype=torch.long)
+    for i, (ids, target) in enumerate(rows):
+        out[i, :len(ids)], mask[i, :len(ids)], targets[i, :len(ids)] = torch.tensor(ids), 1, torch.tensor(target)
+    return out, mask, targets
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", default="agents/lmm/checkpoints/tiny-strong/cold_start", help="its tokenizer")
-    p.add_argument("--objects", type=int, default=4)
+    p.add_argument("--objects", default="4", help="objects in a training list: N, or LOW-HIGH (each list draws one)")
+    p.add_argument("--eval-objects", type=int, default=None, help="objects in a held-out list (default: the most)")
     p.add_argument("--form", choices=("bare", "caption"), default="bare")
+    p.add_argument("--queries", type=int, default=1, help="questions about one object list (each answer a target)")
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -68,16 +83,22 @@ def main(argv=None):
     overrides = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.text_config.split(",") if kv)}
     model = build_tiny_model(tok, seed=a.seed, **overrides).train()
     rng, held_rng = np.random.default_rng(a.seed), np.random.default_rng(10_000)
-    held = batch(tok, held_rng, 500, a.objects, a.form)
+    low, _, high = a.objects.partition("-")
+    train_objects = (int(low), int(high or low))
+    n_held = a.eval_objects or train_objects[1]
+    held = batch(tok, held_rng, 500, (n_held, n_held), a.form)  # one question each: what the drills ask
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
 
-    def answer_logits(ids, mask):
-        return model(input_ids=ids, attention_mask=mask).logits[:, -1]
+    def loss_and_accuracy(ids, mask, targets):
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        targets = targets[:, 1:]
+        seen = targets != -100
+        loss = torch.nn.functional.cross_entropy(logits[seen], targets[seen])
+        return loss, float((logits[seen].argmax(-1) == targets[seen]).float().mean())
 
     t0 = time.time()
     for step in range(1, a.steps + 1):
-        ids, mask, answers = batch(tok, rng, a.batch_size, a.objects, a.form)
-        loss = torch.nn.functional.cross_entropy(answer_logits(ids, mask), answers)
+        loss, _ = loss_and_accuracy(*batch(tok, rng, a.batch_size, train_objects, a.form, a.queries))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -85,7 +106,7 @@ def main(argv=None):
         if step % a.eval_every == 0 or step == a.steps:
             model.eval()
             with torch.no_grad():
-                accuracy = float((answer_logits(*held[:2]).argmax(-1) == held[2]).float().mean())
+                _, accuracy = loss_and_accuracy(*held)
             model.train()
             print(f"step {step} loss {loss.item():.3f} held-out accuracy {accuracy:.3f} ({time.time() - t0:.0f} s)",
                   flush=True)
