@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from agents.lmm.policy import TransformersPolicy
-from agents.lmm.tiny_qwen import build_tiny_model
+from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
 from paravt_env.world import COLOURS, POSITIONS, SHAPES
 
 COLOUR_NAMES = tuple(COLOURS)
@@ -77,11 +77,16 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--text-config", default="", metavar="NAME=VALUE,...", help="text config overrides")
+    p.add_argument("--init", default=None, help="start from this saved model (a curriculum's earlier stage)")
+    p.add_argument("--save", default=None, help="save the trained model here")
     a = p.parse_args(argv)
     torch.manual_seed(a.seed)
     tok = TransformersPolicy(a.checkpoint).tokenizer
     overrides = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.text_config.split(",") if kv)}
-    model = build_tiny_model(tok, seed=a.seed, **overrides).train()
+    if a.init:
+        model = TransformersPolicy(a.init).model.train()
+    else:
+        model = build_tiny_model(tok, seed=a.seed, **overrides).train()
     rng, held_rng = np.random.default_rng(a.seed), np.random.default_rng(10_000)
     low, _, high = a.objects.partition("-")
     train_objects = (int(low), int(high or low))
@@ -110,6 +115,8 @@ def main(argv=None):
             model.train()
             print(f"step {step} loss {loss.item():.3f} held-out accuracy {accuracy:.3f} ({time.time() - t0:.0f} s)",
                   flush=True)
+    if a.save:
+        save_checkpoint(a.save, model.eval(), tok, TransformersPolicy(a.checkpoint).image_processor)
 
 
 if __name__ == "__main__":
