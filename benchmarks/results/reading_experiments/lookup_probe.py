@@ -20,7 +20,9 @@ multi: probe_multi, the lookup with several objects per response and no grounded
 are always the same 200.)
 """
 import ast
+import math
 import time
+from functools import partial
 
 import numpy as np
 import torch
@@ -87,15 +89,20 @@ def conversation(q: str, t0: float, responses: list[str], think: str, answer: st
     return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
 
 
-def probe_multi(rng: np.random.Generator) -> Sample:
+def probe_multi(rng: np.random.Generator, max_objects: int = 12) -> Sample:
     """The lookup alone, in real captions' shape: 1-3 responses of 2-4 objects each; the question names
     the target's shape (colour question) or lists it among four options none of whose other objects
     appear; the final think line is the fixed one, so the answer token itself must do the lookup:
-    the colour just before the named shape, or the letter of the option that appears."""
+    the colour just before the named shape, or the letter of the option that appears. max_objects
+    (a curriculum's early stage) keeps only the first responses within that many objects, and with 2
+    or fewer asks between two options; 12 draws exactly what it always did."""
     objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
     mcq = rng.random() < 0.5
     n_resp = int(rng.integers(1, 4))
     sizes = rng.integers(2, 5, n_resp)
+    within = np.cumsum(sizes) <= max_objects
+    sizes = sizes[within] if within.any() else np.array([max_objects])
+    n_resp, n_options = len(sizes), 2 if max_objects <= 2 else 4
     pick = rng.choice(len(objs), int(sizes.sum()) + 3, replace=False)
     seen = [objs[i] for i in pick[:int(sizes.sum())]]
     target = seen[int(rng.integers(len(seen)))]
@@ -105,13 +112,13 @@ def probe_multi(rng: np.random.Generator) -> Sample:
         sizes[-1] = len(seen) - int(sizes[:-1].sum())
     scenes = list(rng.choice(SCENE_NAMES, 3, replace=False))
     if mcq:
-        absent = [objs[i] for i in pick[int(sum(sizes)):]]
+        absent = [objs[i] for i in pick[int(sum(sizes)):]][:n_options - 1]
         options = absent + [target]
-        order = rng.permutation(4)
+        order = rng.permutation(n_options)
         options = [options[i] for i in order]
         q = ("Question: Which of these objects appears during the video?\nOptions:\n"
              + "\n".join(f"{'ABCD'[i]}. {c} {s}" for i, (c, s) in enumerate(options)))
-        answer = "ABCD"[list(order).index(3)]
+        answer = "ABCD"[list(order).index(n_options - 1)]
     else:
         q = f"Question: What colour is the large {target[1]} that appears in the video? Answer with one word."
         answer = target[0]
@@ -153,21 +160,22 @@ _pool_encoder = None
 def _pool_chunk(job) -> list:
     """Worker: `n` encoded training probes of form `form` from `seed` (spawned processes load the tokenizer once)."""
     global _pool_encoder
-    checkpoint, form, seed, n = job
+    checkpoint, form, seed, n, max_objects = job
     if _pool_encoder is None:
         _pool_encoder = encoding_policy(TransformersPolicy(checkpoint).tokenizer)
-    make = probe_multi if form == "multi" else probe
+    make = partial(probe_multi, max_objects=max_objects) if form == "multi" else probe
     rng = np.random.default_rng(seed)
     return [encode_record(_pool_encoder, make(rng)) for _ in range(n)]
 
 
-def training_pool(checkpoint: str, form: str, seed: int, size: int, workers: int) -> Records:
+def training_pool(checkpoint: str, form: str, seed: int, size: int, workers: int, max_objects: int = 12) -> Records:
     """`size` training probes made once (in `workers` processes), so a GPU step does not wait on Python."""
     import multiprocessing as mp
 
     chunk = 500
-    jobs = [(checkpoint, form, int(np.random.SeedSequence([seed, j]).generate_state(1)[0]), min(chunk, size - lo))
-            for j, lo in enumerate(range(0, size, chunk))]
+    stage = [max_objects] if max_objects != 12 else []  # (12: the pools of the runs recorded before curricula)
+    jobs = [(checkpoint, form, int(np.random.SeedSequence([seed, j, *stage]).generate_state(1)[0]),
+             min(chunk, size - lo), max_objects) for j, lo in enumerate(range(0, size, chunk))]
     with mp.get_context("spawn").Pool(max(1, workers)) as pool:
         encoded = [r for part in pool.map(_pool_chunk, jobs) for r in part]
     packed = pack_records(encoded)
@@ -191,6 +199,10 @@ def main(argv=None):
                                                         "probes every step")
     p.add_argument("--workers", type=int, default=1, help="processes making the --pool")
     p.add_argument("--eval-every", type=int, default=200)
+    p.add_argument("--curriculum", default=None, metavar="OBJECTS:STEPS,...",
+                   help="multi form: train in stages of probes with at most OBJECTS objects (2: two options), "
+                        "STEPS steps each, e.g. 2:3000,4:2000,12:3000 (short_lookup.txt: the lookup forms on "
+                        "two objects and then carries to more); MINUTES still bounds the whole run")
     p.add_argument("--fresh", default=None, metavar="NAME=VALUE,...",
                    help="train a randomly initialised tiny model instead (the checkpoint's tokenizer), its text "
                         "config overridden, e.g. hidden_size=256,num_hidden_layers=8,num_attention_heads=8: does "
@@ -210,25 +222,35 @@ def main(argv=None):
     held = [make(np.random.default_rng(10_000 + i)) for i in range(200)]
     held_recs, held_mcq = records(held, enc), np.array([s.meta["mcq"] for s in held])
     show = pol.tokenizer.encode("The crops show a", add_special_tokens=False)
-    pool = training_pool(a.checkpoint, a.form, a.seed, a.pool, a.workers) if a.pool else None
+    stages = ([tuple(map(int, part.split(":"))) for part in a.curriculum.split(",")] if a.curriculum
+              else [(12, None)])
+    if a.curriculum and a.form != "multi":
+        p.error("--curriculum goes with the multi form")
     opt = torch.optim.AdamW(pol.model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
     print("step 0", measure(tr, held_recs, held_mcq, show), flush=True)
     t_end, step = time.time() + 60 * a.minutes, 0
     pol.model.train()
-    while time.time() < t_end:
-        if pool is not None:
-            batch, rows = pool, rng.choice(len(pool), a.batch_size, replace=False)
-        else:
-            batch = records([make(rng) for _ in range(a.batch_size)], enc)
-            rows = np.arange(len(batch))
-        loss, _ = tr.loss(tr.collate(batch, rows))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(pol.model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        if step % a.eval_every == 0:
-            print(f"step {step} loss {loss.item():.3f}", measure(tr, held_recs, held_mcq, show), flush=True)
+    for max_objects, stage_steps in stages:
+        if a.curriculum:
+            make = partial(probe_multi, max_objects=max_objects)
+            print(f"stage: at most {max_objects} objects, {stage_steps} steps", flush=True)
+        size = a.pool if stage_steps is None else min(a.pool, stage_steps * a.batch_size)
+        pool = training_pool(a.checkpoint, a.form, a.seed, size, a.workers, max_objects) if a.pool else None
+        stage_end = math.inf if stage_steps is None else step + stage_steps
+        while time.time() < t_end and step < stage_end:
+            if pool is not None:
+                batch, rows = pool, rng.choice(len(pool), a.batch_size, replace=False)
+            else:
+                batch = records([make(rng) for _ in range(a.batch_size)], enc)
+                rows = np.arange(len(batch))
+            loss, _ = tr.loss(tr.collate(batch, rows))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(pol.model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            if step % a.eval_every == 0:
+                print(f"step {step} loss {loss.item():.3f}", measure(tr, held_recs, held_mcq, show), flush=True)
     print(f"step {step} (end)", measure(tr, held_recs, held_mcq, show), flush=True)
     pol.model.eval().to("cpu")
     save_checkpoint(a.out, pol.model, pol.tokenizer, pol.image_processor)
