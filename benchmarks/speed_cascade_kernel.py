@@ -84,6 +84,7 @@ def main(argv=None) -> dict:
     p.add_argument("--block-keys", default="32,64,128")
     p.add_argument("--num-warps", default="2,4,8")
     p.add_argument("--num-stages", default="1,2,3")
+    p.add_argument("--layouts", default="row,prompt", help="cascade_kernel layouts: row, prompt")
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--top", type=int, default=12, help="kernel settings listed in the table")
     p.add_argument("--tiny", action="store_true", help="smoke run: small shape, fp32 (on a CPU: triton's interpreter)")
@@ -92,7 +93,7 @@ def main(argv=None) -> dict:
     if a.tiny:
         a.prompts, a.group, a.kv_heads, a.query_heads, a.head_dim = 2, 2, 2, 4, 16
         a.prompt_slots, a.new_slots, a.reps = 40, 24, 1
-        a.splits, a.block_keys, a.num_warps, a.num_stages = "0,2", "16", "4", "1"
+        a.splits, a.block_keys, a.num_warps, a.num_stages, a.layouts = "0,2", "16", "4", "1", "row,prompt"
     a.written = a.new_slots // 2 if a.written is None else a.written
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
@@ -122,23 +123,26 @@ def main(argv=None) -> dict:
         compiled = torch.compile(products, dynamic=False)
         results.append(row("batched products (torch.compile)", time_call(compiled, device, a.reps), compiled()))
     grid = list(itertools.product(*(map(int, v.split(",")) for v in (a.splits, a.block_keys, a.num_warps,
-                                                                       a.num_stages))))
+                                                                       a.num_stages)), a.layouts.split(",")))
     kernel_rows = []
     try:
         from tqdm import tqdm
     except ImportError:
         tqdm = None
-    for splits, block, warps, stages in (tqdm(grid, desc="kernel settings") if tqdm else grid):
-        settings = {"splits": splits or None, "block_keys": block, "num_warps": warps, "num_stages": stages}
+    members, slot = shared[3], shared[4]
+    for splits, block, warps, stages, layout in (tqdm(grid, desc="kernel settings") if tqdm else grid):
+        settings = {"splits": splits or None, "block_keys": block, "num_warps": warps, "num_stages": stages,
+                    "layout": layout}
         call = partial(cascade_kernel.cascade_decode, query, pk, pv, pmask, prompt_of_row, ok, ov, own_length, scale,
-                       **settings)
+                       members=members, slot=slot, **settings)
         try:
             kernel_rows.append(row("triton kernel", time_call(call, device, a.reps), call(), settings))
         except Exception as err:  # e.g. a block too large for the multiprocessor's shared memory
             error = f"{type(err).__name__}: {err}"[:300]
             kernel_rows.append({"name": "triton kernel", "settings": settings, "error": error})
     ran = sorted((r for r in kernel_rows if "error" not in r), key=lambda r: r["microseconds"])
-    tuned = {"splits": None, **{k: cascade_kernel.TUNING[k] for k in ("block_keys", "num_warps", "num_stages")}}
+    tuned = {"splits": None, **{k: cascade_kernel.TUNING[k] for k in ("block_keys", "num_warps", "num_stages",
+                                                                       "layout")}}
     default = next((r for r in ran if r["settings"] == tuned), None)
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (triton interpreter)",
            "torch": torch.__version__, "dtype": str(dtype).replace("torch.", ""), "command": " ".join(sys.argv),

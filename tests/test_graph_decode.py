@@ -66,14 +66,22 @@ def test_compiled_decode_samples_what_the_eager_loop_samples():
     assert torch.equal(seqs, ids) and lps.shape == (3, 0)  # nothing asked, nothing generated
 
 
-@pytest.mark.parametrize("compiled,kernel", [(False, "sdpa"), (True, "sdpa"), (False, "flex"), (False, "triton")])
-def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled, kernel):
+@pytest.mark.parametrize("compiled,kernel", [(False, "sdpa"), (True, "sdpa"), (False, "flex"), (False, "triton"),
+                                             (False, "triton:prompt")])
+def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled, kernel,
+                                                                                          monkeypatch):
     """rows=...: a prompt sampled several times (a GRPO group) is prefilled once and its keys/values
     kept once (cascade attention over the prompt and each row's new tokens); the samples equal those
     of the same prompts repeated in the batch, for groups of unequal size and in any row order. With
     kernel="flex" both the cascade's parts and the repeated prompts' attention are FlexAttention (eager: on
     a CPU, torch.compile cannot build FlexAttention's log-sum-exp; the GPU benchmark runs it compiled).
-    kernel="triton": agents.lmm.cascade_kernel (on a CPU through triton's interpreter; skipped without triton)."""
+    kernel="triton": agents.lmm.cascade_kernel (on a CPU through triton's interpreter; skipped without triton),
+    "triton:prompt" in its prompt-major layout."""
+    kernel, _, layout = kernel.partition(":")
+    if layout:
+        from agents.lmm import cascade_kernel
+
+        monkeypatch.setitem(cascade_kernel.TUNING, "layout", layout)
     device = triton_device() if kernel == "triton" else "cpu"
     model = grouped_model(heads=4 if kernel == "triton" else 8).to(device)
     ids = torch.randint(1, 300, (3, 10), generator=torch.Generator().manual_seed(3)).to(device)
@@ -113,11 +121,13 @@ def triton_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@pytest.mark.parametrize("layout", ["row", "prompt"])
 @pytest.mark.parametrize("splits,block_keys", [(1, None), (2, None), (5, None), (3, 16), (1, 128)])
-def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tokens(splits, block_keys):
+def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tokens(splits, block_keys, layout):
     """The triton kernel: each row attends to its prompt's keys under the prompt mask (left padding, unused
     slots) and to its own new tokens up to own_length, whatever the number of key-block splits and the
-    block size (128: one block holds a whole part, partly masked)."""
+    block size (128: one block holds a whole part, partly masked), and in either layout ("prompt": a
+    prompt's rows read its keys together; groups of 1-3 rows, short ones padded with a repeat)."""
     device = triton_device()
     from agents.lmm import cascade_kernel
 
@@ -131,9 +141,13 @@ def test_cascade_kernel_equals_attention_over_the_prompt_and_the_written_new_tok
     mask[:, 75:] = torch.finfo(mask.dtype).min  # slots past the prompts
     ok, ov = (torch.randn(rows, heads, own_slots, dim, generator=g) for _ in range(2))
     ok[:, :, written:] = 1e4  # unwritten slots must not be read as keys
-    prompt_of_row = torch.tensor([2, 0, 1, 0, 2, 1])
+    prompt_of_row = torch.tensor([2, 0, 1, 0, 2, 2])
+    rows_of = [[r for r, p in enumerate(prompt_of_row.tolist()) if p == prompt] for prompt in range(prompts)]
+    members = torch.tensor([own + [own[-1]] * (3 - len(own)) for own in rows_of])  # as graph_decode lays them out
+    slot = torch.tensor([p * 3 + rows_of[p].index(r) for r, p in enumerate(prompt_of_row.tolist())])
     on = [t.to(device) for t in (query, pk, pv, mask, prompt_of_row, ok, ov, torch.tensor([written], dtype=torch.int32))]
-    out = cascade_kernel.cascade_decode(*on, dim ** -0.5, splits=splits, block_keys=block_keys).cpu()
+    out = cascade_kernel.cascade_decode(*on, dim ** -0.5, splits=splits, block_keys=block_keys, layout=layout,
+                                        members=members.to(device), slot=slot.to(device)).cpu()
     for r, p in enumerate(prompt_of_row.tolist()):
         keys = torch.cat([pk[p], ok[r, :, :written]], dim=1)
         values = torch.cat([pv[p], ov[r, :, :written]], dim=1)
@@ -161,10 +175,11 @@ def test_cascade_kernel_benchmark_checks_every_setting_against_the_batched_produ
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     res = bench.main(["--tiny", "--out", str(tmp_path / "k")])
-    assert len(res["kernel_all"]) == 2 and all("error" not in r for r in res["kernel_all"])
+    assert len(res["kernel_all"]) == 4 and all("error" not in r for r in res["kernel_all"])  # 2 splits x 2 layouts
     assert all(r["max_abs_diff"] < 1e-5 and r["microseconds"] > 0 for r in res["kernel_all"])
     assert json.loads((tmp_path / "k.json").read_text())["shape"]["written"] == 12
-    assert "| triton kernel | splits 2, block_keys 16" in (tmp_path / "k.md").read_text()
+    assert "| triton kernel | splits 2, block_keys 16, num_warps 4, num_stages 1, layout prompt |" in (
+        tmp_path / "k.md").read_text()
 
 
 @pytest.mark.parametrize("device,compiled,kinds", [

@@ -168,10 +168,10 @@ def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling
     grouped = query.reshape(batch, heads // groups, groups, dim)
     scale = scaling or dim ** -0.5
     if shared_prefix is not None and kernel == "triton":
-        keys, values, prefix_mask, _, _, prompt_of_row, own_length = shared_prefix
+        keys, values, prefix_mask, members, slot, prompt_of_row, own_length = shared_prefix
         layer = module.layer_idx
         out = cascade_kernel.cascade_decode(grouped, keys[layer], values[layer], prefix_mask.view(len(prefix_mask), -1),
-                                            prompt_of_row, key, value, own_length, scale)
+                                            prompt_of_row, key, value, own_length, scale, members=members, slot=slot)
     elif shared_prefix is not None:
         part = _flex_part if kernel == "flex" else _matmul_part
         out = _cascade_attention(module.layer_idx, grouped, key, value, attention_mask, scale, shared_prefix, part)
