@@ -94,15 +94,16 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12) -> Sample:
     the target's shape (colour question) or lists it among four options none of whose other objects
     appear; the final think line is the fixed one, so the answer token itself must do the lookup:
     the colour just before the named shape, or the letter of the option that appears. max_objects
-    (a curriculum's early stage) keeps only the first responses within that many objects, and with 2
-    or fewer asks between two options; 12 draws exactly what it always did."""
+    (a curriculum's early stage) keeps only the first responses within that many objects (always four
+    options: in short_lookup.txt the letter lookup forms with four options and not with two); 12 draws
+    exactly what it always did."""
     objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
     mcq = rng.random() < 0.5
     n_resp = int(rng.integers(1, 4))
     sizes = rng.integers(2, 5, n_resp)
     within = np.cumsum(sizes) <= max_objects
     sizes = sizes[within] if within.any() else np.array([max_objects])
-    n_resp, n_options = len(sizes), 2 if max_objects <= 2 else 4
+    n_resp, n_options = len(sizes), 4
     pick = rng.choice(len(objs), int(sizes.sum()) + 3, replace=False)
     seen = [objs[i] for i in pick[:int(sizes.sum())]]
     target = seen[int(rng.integers(len(seen)))]
@@ -200,7 +201,7 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=1, help="processes making the --pool")
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--curriculum", default=None, metavar="OBJECTS:STEPS,...",
-                   help="multi form: train in stages of probes with at most OBJECTS objects (2: two options), "
+                   help="multi form: train in stages of probes with at most OBJECTS objects, "
                         "STEPS steps each, e.g. 2:3000,4:2000,12:3000 (short_lookup.txt: the lookup forms on "
                         "two objects and then carries to more); MINUTES still bounds the whole run")
     p.add_argument("--fresh", default=None, metavar="NAME=VALUE,...",

@@ -41,17 +41,31 @@ def example(rng: np.random.Generator, n: int, form: str, queries: int) -> tuple[
             [(f" What colour is the {SHAPES[shapes[k]]}?", COLOUR_NAMES[colours[k]]) for k in asked])
 
 
-def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1):
+def example_letter(rng: np.random.Generator, n: int, form: str, queries: int) -> tuple[str, list[tuple[str, str]]]:
+    """The option-letter lookup: n options (objects of distinct colour-shape pairs, some sharing a colour or
+    a shape), one of them seen; the answer is the letter before the seen object's option line."""
+    objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
+    options = [objs[i] for i in rng.choice(len(objs), n, replace=False)]
+    seen = int(rng.integers(n))
+    colour, shape = options[seen]
+    what = f"{colour} {shape}" + (f" at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({rng.uniform(0, 500):.1f} s)"
+                                  if form == "caption" else "")
+    lines = "; ".join(f"{'ABCD'[i]}. {c} {s}" for i, (c, s) in enumerate(options))
+    return f"Options: {lines}. Objects: {what}.", [(" Which option appears?", "ABCD"[seen])] * queries
+
+
+def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1, task: str = "colour"):
     """(ids, mask, targets): right-padded rows of n[0]..n[1] objects; targets -100 except at each answer's
     colour token."""
     rows = []
     for _ in range(size):
-        objects, asked = example(rng, int(rng.integers(n[0], n[1] + 1)), form, queries)
+        make = example_letter if task == "letter" else example
+        objects, asked = make(rng, int(rng.integers(n[0], n[1] + 1)), form, queries)
         ids, target = tok.encode(objects, add_special_tokens=False), []
         for question, colour in asked:
             ids += tok.encode(question, add_special_tokens=False)
             target += [-100] * (len(ids) - len(target))
-            ids.append(tok.encode(" " + colour, add_special_tokens=False)[0])  # " colour" is one token
+            ids.append(tok.encode(" " + colour, add_special_tokens=False)[0])  # " colour" / " B" is one token
             target.append(ids[-1])
             ids += tok.encode(".", add_special_tokens=False)
         rows.append((ids, target + [-100] * (len(ids) - len(target))))
@@ -70,6 +84,9 @@ def main(argv=None):
     p.add_argument("--objects", default="4", help="objects in a training list: N, or LOW-HIGH (each list draws one)")
     p.add_argument("--eval-objects", type=int, default=None, help="objects in a held-out list (default: the most)")
     p.add_argument("--form", choices=("bare", "caption"), default="bare")
+    p.add_argument("--task", choices=("colour", "letter"), default="colour",
+                   help="colour: the colour before the named shape; letter: the option letter of the seen object "
+                        "(--objects is then the number of options, at most 4)")
     p.add_argument("--queries", type=int, default=1, help="questions about one object list (each answer a target)")
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=64)
@@ -91,7 +108,7 @@ def main(argv=None):
     low, _, high = a.objects.partition("-")
     train_objects = (int(low), int(high or low))
     n_held = a.eval_objects or train_objects[1]
-    held = batch(tok, held_rng, 500, (n_held, n_held), a.form)  # one question each: what the drills ask
+    held = batch(tok, held_rng, 500, (n_held, n_held), a.form, task=a.task)  # one question each, as the drills
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
 
     def loss_and_accuracy(ids, mask, targets):
@@ -103,7 +120,7 @@ def main(argv=None):
 
     t0 = time.time()
     for step in range(1, a.steps + 1):
-        loss, _ = loss_and_accuracy(*batch(tok, rng, a.batch_size, train_objects, a.form, a.queries))
+        loss, _ = loss_and_accuracy(*batch(tok, rng, a.batch_size, train_objects, a.form, a.queries, a.task))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
