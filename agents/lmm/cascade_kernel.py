@@ -76,6 +76,26 @@ if triton is not None:
         return m_new, l_i, acc
 
     @triton.jit
+    def _prompt_blocks(q, PK, PV, PMASK, prompt, head, lo, hi, prefix_len, sp_p, sp_h, sp_s, spm_p,
+                       m_i, l_i, acc, scale, BN: tl.constexpr, D: tl.constexpr, IEEE: tl.constexpr):
+        """Key blocks lo..hi of a prompt (under its additive mask) folded into the running softmax."""
+        d, n = tl.arange(0, D), tl.arange(0, BN)
+        for b in range(lo, hi):
+            slot = b * BN + n
+            valid = slot < prefix_len
+            at = prompt * sp_p + head * sp_h + slot[:, None] * sp_s + d[None, :]
+            bias = tl.load(PMASK + prompt * spm_p + slot, mask=valid, other=_MASKED).to(tl.float32)
+            m_i, l_i, acc = _online_block(q, PK + at, PV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
+        return m_i, l_i, acc
+
+    @triton.jit
+    def _partial_result(m_i, l_i, acc):
+        """(output, log-sum-exp) of a running softmax; a split that saw no key gets 0 and _MASKED."""
+        seen = l_i > 0
+        total = tl.where(seen, l_i, 1.0)
+        return acc / total[:, None], tl.where(seen, m_i + tl.log(total), _MASKED)
+
+    @triton.jit
     def _cascade_partials(Q, PK, PV, PMASK, OK, OV, PROMPT, OWN_LEN, OUT, LSE,
                           sq_r, sq_h, sq_g, sp_p, sp_h, sp_s, spm_p, so_r, so_h, so_s,
                           groups, prefix_len, blocks_per_split, scale,
@@ -92,12 +112,9 @@ if triton is not None:
         m_i = tl.full([BG], _MASKED, tl.float32)
         l_i = tl.zeros([BG], tl.float32)
         acc = tl.zeros([BG, D], tl.float32)
-        for b in range(tl.minimum(lo, prefix_blocks), tl.minimum(hi, prefix_blocks)):  # the prompt's keys
-            slot = b * BN + n
-            valid = slot < prefix_len
-            at = prompt * sp_p + head * sp_h + slot[:, None] * sp_s + d[None, :]
-            bias = tl.load(PMASK + prompt * spm_p + slot, mask=valid, other=_MASKED).to(tl.float32)
-            m_i, l_i, acc = _online_block(q, PK + at, PV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
+        m_i, l_i, acc = _prompt_blocks(q, PK, PV, PMASK, prompt, head, tl.minimum(lo, prefix_blocks),
+                                       tl.minimum(hi, prefix_blocks), prefix_len, sp_p, sp_h, sp_s, spm_p,
+                                       m_i, l_i, acc, scale, BN, D, IEEE)
         own_hi = tl.minimum(hi, prefix_blocks + tl.cdiv(own_len, BN)) - prefix_blocks
         for b in range(tl.maximum(lo, prefix_blocks) - prefix_blocks, own_hi):  # the row's written new tokens
             slot = b * BN + n
@@ -105,13 +122,11 @@ if triton is not None:
             at = row * so_r + head * so_h + slot[:, None] * so_s + d[None, :]
             bias = tl.where(valid, 0.0, _MASKED)
             m_i, l_i, acc = _online_block(q, OK + at, OV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
-        seen = l_i > 0
-        total = tl.where(seen, l_i, 1.0)
+        out, lse = _partial_result(m_i, l_i, acc)
         base = (row * heads + head) * splits + split
         keep = g < groups
-        tl.store(OUT + base * groups * D + g[:, None] * D + d[None, :], acc / total[:, None], mask=keep[:, None])
-        tl.store(LSE + base * groups + g, tl.where(seen, m_i + tl.log(total), _MASKED), mask=keep)
-
+        tl.store(OUT + base * groups * D + g[:, None] * D + d[None, :], out, mask=keep[:, None])
+        tl.store(LSE + base * groups + g, lse, mask=keep)
 
     @triton.jit
     def _prompt_partials(Q, PK, PV, PMASK, MEMBERS, OUT, LSE,
@@ -127,25 +142,18 @@ if triton is not None:
         i = chunk * BQ + tl.arange(0, BQ)  # the prompt's query slots: member i // groups, query head i % groups
         live = i < queries
         member = tl.load(MEMBERS + prompt * sm_p + i // groups, mask=live, other=0)
-        d, n = tl.arange(0, D), tl.arange(0, BN)
+        d = tl.arange(0, D)
         q = tl.load(Q + member[:, None] * sq_r + head * sq_h + (i % groups)[:, None] * sq_g + d[None, :],
                     mask=live[:, None], other=0.0)
         lo = split * blocks_per_split
-        hi = tl.minimum(lo + blocks_per_split, tl.cdiv(prefix_len, BN))
-        m_i = tl.full([BQ], _MASKED, tl.float32)
-        l_i = tl.zeros([BQ], tl.float32)
-        acc = tl.zeros([BQ, D], tl.float32)
-        for b in range(lo, hi):
-            slot = b * BN + n
-            valid = slot < prefix_len
-            at = prompt * sp_p + head * sp_h + slot[:, None] * sp_s + d[None, :]
-            bias = tl.load(PMASK + prompt * spm_p + slot, mask=valid, other=_MASKED).to(tl.float32)
-            m_i, l_i, acc = _online_block(q, PK + at, PV + at, valid, bias, m_i, l_i, acc, scale, IEEE)
-        seen = l_i > 0
-        total = tl.where(seen, l_i, 1.0)
+        m_i, l_i, acc = _prompt_blocks(q, PK, PV, PMASK, prompt, head, lo,
+                                       tl.minimum(lo + blocks_per_split, tl.cdiv(prefix_len, BN)), prefix_len,
+                                       sp_p, sp_h, sp_s, spm_p, tl.full([BQ], _MASKED, tl.float32),
+                                       tl.zeros([BQ], tl.float32), tl.zeros([BQ, D], tl.float32), scale, BN, D, IEEE)
+        out, lse = _partial_result(m_i, l_i, acc)
         base = ((prompt * heads + head) * splits + split) * queries
-        tl.store(OUT + (base + i[:, None]) * D + d[None, :], acc / total[:, None], mask=live[:, None])
-        tl.store(LSE + base + i, tl.where(seen, m_i + tl.log(total), _MASKED), mask=live)
+        tl.store(OUT + (base + i[:, None]) * D + d[None, :], out, mask=live[:, None])
+        tl.store(LSE + base + i, lse, mask=live)
 
 
 _multiprocessors = {"count": 0}  # of the GPU the kernel runs on (prepare); read as a constant when traced

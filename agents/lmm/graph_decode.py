@@ -25,6 +25,7 @@ tokens; a Qwen-VL model adds the M-RoPE offset (`rope_deltas`) its prefill compu
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -380,8 +381,6 @@ def _fusable(module, kind: str) -> bool:
 def _fused_attention_forward(module, weight, bias, hidden_states, position_embeddings=None, attention_mask=None,
                              cache=None, **kwargs):
     """transformers' Qwen2 / Qwen2.5-VL attention forward with the query, key and value products as one."""
-    import sys
-
     modeling = sys.modules[type(module).__module__]
     cache = kwargs.pop("past_key_values", cache)
     shape = (*hidden_states.shape[:-1], -1, module.head_dim)
