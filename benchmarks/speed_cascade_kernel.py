@@ -5,7 +5,8 @@ One decode step of rows that share prompts (a GRPO group): each row's query head
 keys (kept once per prompt) and to its own new tokens written so far. The default shape is
 Qwen2.5-VL-7B's (4 key/value heads of 128, 7 query heads each) at the issue's batch: 64 rows = 8 prompts
 x G = 8, 512 prompt slots, 256 new-token slots of which half are written (the mean over a rollout).
-Each setting is timed with CUDA events over --reps calls of one layer, and checked against the batched
+Each setting is timed with CUDA events over --reps calls of one layer recorded as one CUDA graph (GPU time,
+as in a graphed decode step; launching from Python would time the host), and checked against the batched
 products (max abs difference). The table lists the fastest settings and the bytes each call must read
 (the prompts' keys/values once, each row's written new keys/values) over its time.
 
@@ -52,22 +53,33 @@ def inputs(a, device, dtype, generator):
 
 
 def time_call(call, device, reps: int) -> float:
-    """Microseconds a call, after three warm-up calls."""
+    """Microseconds a call, after three warm-up calls. On a GPU the reps calls are recorded as one CUDA graph
+    and replayed, as a decode step runs them: timing launches from Python would measure the host (a call
+    takes ~20-40 us to launch, more than the kernel reads in), not the GPU."""
     for _ in range(3):
         call()
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        start.record()
+    if device.type != "cuda":
+        t0 = time.perf_counter()
         for _ in range(reps):
             call()
-        end.record()
-        torch.cuda.synchronize(device)
-        return 1e3 * start.elapsed_time(end) / reps
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        call()
-    return 1e6 * (time.perf_counter() - t0) / reps
+        return 1e6 * (time.perf_counter() - t0) / reps
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                call()
+    except RuntimeError as err:  # a call that cannot be recorded: say so rather than time the host silently
+        raise RuntimeError(f"could not record the call as a CUDA graph: {err}") from err
+    graph.replay()  # the first replay uploads the graph
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(device)
+    start.record()
+    for _ in range(3):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize(device)
+    return 1e3 * start.elapsed_time(end) / (3 * reps)
 
 
 def main(argv=None) -> dict:
@@ -144,6 +156,14 @@ def main(argv=None) -> dict:
     tuned = {"splits": None, **{k: cascade_kernel.TUNING[k] for k in ("block_keys", "num_warps", "num_stages",
                                                                        "layout")}}
     default = next((r for r in ran if r["settings"] == tuned), None)
+    fastest_tuning = None
+    if ran:  # as TUNING values: a split count becomes the programs per multiprocessor it gives at this shape
+        best = ran[0]["settings"]
+        sms = cascade_kernel._multiprocessors["count"] or 1
+        waves = (best["splits"] * a.prompts * a.group * a.kv_heads / sms if best["splits"]
+                 else cascade_kernel.TUNING["waves"])
+        fastest_tuning = {**{k: best[k] for k in ("block_keys", "num_warps", "num_stages", "layout")},
+                          "waves": round(waves, 2)}
     res = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (triton interpreter)",
            "torch": torch.__version__, "dtype": str(dtype).replace("torch.", ""), "command": " ".join(sys.argv),
            "shape": {k: getattr(a, k) for k in ("prompts", "group", "kv_heads", "query_heads", "head_dim",
@@ -152,7 +172,8 @@ def main(argv=None) -> dict:
                                                            -(-a.prompt_slots // cascade_kernel.TUNING["block_keys"])
                                                            + -(-a.new_slots // cascade_kernel.TUNING["block_keys"])),
            "tuning": dict(cascade_kernel.TUNING), "bytes_read_per_call": read, "baselines": results,
-           "kernel_default": default, "kernel_fastest": ran[: a.top], "kernel_all": kernel_rows}
+           "kernel_default": default, "kernel_fastest": ran[: a.top], "fastest_tuning": fastest_tuning,
+           "kernel_all": kernel_rows}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
@@ -176,6 +197,9 @@ def table(res: dict) -> str:
         settings = ", ".join(f"{k} {v if v is not None else 'default'}" for k, v in (r["settings"] or {}).items())
         lines.append(f"| {r['name']} | {settings or '-'} | {r['microseconds']:.1f} | {r['read_tb_per_s']:.2f} | "
                      f"{r['max_abs_diff']:.1e} |")
+    if res.get("fastest_tuning"):
+        lines += ["", "The fastest as TUNING values (speed_generation_scale.py --kernel-tuning NAME=VALUE): "
+                      f"{res['fastest_tuning']}."]
     failed = [r for r in res["kernel_all"] if "error" in r]
     if failed:
         lines += ["", f"{len(failed)} settings did not run, e.g. {failed[0]['settings']}: {failed[0]['error']}"]

@@ -215,6 +215,9 @@ def main(argv=None):
     p.add_argument("--inductor", action="append", default=[], metavar="NAME=VALUE",
                    help="set torch._inductor.config.NAME (a Python literal) for the compiled samplers, e.g. "
                         "combo_kernels=True; repeatable")
+    p.add_argument("--kernel-tuning", action="append", default=[], metavar="NAME=VALUE",
+                   help="set agents.lmm.cascade_kernel.TUNING[NAME] (a Python literal) for the :triton samplers, "
+                        "e.g. waves=32 num_warps=2 (benchmarks/speed_cascade_kernel.py times the choices); repeatable")
     p.add_argument("--repeats", type=int, default=2, help="timed calls per sampler after one warm-up call")
     p.add_argument("--recorder", action=argparse.BooleanOptionalAction, default=True,
                    help="record behaviour log-probs as the trainers do (--no-recorder: plain sampling, no log-prob check)")
@@ -230,6 +233,20 @@ def main(argv=None):
         if not hasattr(inductor_config, name):
             p.error(f"--inductor {option}: torch._inductor.config has no {name!r}")
         setattr(inductor_config, name, ast.literal_eval(value))
+    if a.kernel_tuning:
+        import ast
+
+        from agents.lmm import cascade_kernel
+
+        for option in a.kernel_tuning:
+            name, _, value = option.partition("=")
+            if name not in cascade_kernel.TUNING:
+                p.error(f"--kernel-tuning {option}: cascade_kernel.TUNING has no {name!r} (it has "
+                        f"{', '.join(cascade_kernel.TUNING)})")
+            try:
+                cascade_kernel.TUNING[name] = ast.literal_eval(value)
+            except (ValueError, SyntaxError):  # a bare word: layout=prompt
+                cascade_kernel.TUNING[name] = value
     device = torch.device("cuda" if torch.cuda.is_available() and not a.tiny else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if a.tiny:

@@ -253,6 +253,34 @@ def test_compiled_fused_decode_compiles_once_and_reads_the_kept_copy(monkeypatch
     assert (spoiled[1] - runs[0][1]).abs().max() > 1e-2
 
 
+def test_fused_projections_copy_the_weights_again_only_after_they_change():
+    """refresh (before every sample call) skips the copy while no parameter changed, and copies after an
+    optimizer step or a load_state_dict."""
+    model = grouped_model()
+    fused = graph_decode.FusedProjections(model, ("attention", "mlp"))
+
+    def copies_match():
+        return all(torch.equal(weight, torch.cat([lin.weight for lin in linears]))
+                   for _, linears, _, weight, _ in fused.parts)
+
+    def spoil():
+        for part in fused.parts:
+            part[3].mul_(0.5)
+
+    spoil()
+    fused.refresh()
+    assert not copies_match()  # nothing changed: no copy made
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randint(1, 300, (1, 5))).logits.square().mean().backward()
+    optimizer.step()
+    fused.refresh()
+    assert copies_match()
+    spoil()
+    model.load_state_dict({k: v.clone() for k, v in model.state_dict().items()})
+    fused.refresh()
+    assert copies_match()
+
+
 @pytest.mark.parametrize("kind", graph_decode.FUSABLE)
 def test_fused_projections_refuse_a_forward_they_do_not_reproduce(kind):
     model = grouped_model()

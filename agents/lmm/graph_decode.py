@@ -343,13 +343,26 @@ class FusedProjections:
                 forward = partial(fused_forward, m, weight, bias)
                 _check_fused_forward(m, kind, forward)
                 self.parts.append((m, linears, forward, weight, bias))
+        self.copied_from = self._sources()
+
+    def _sources(self) -> tuple:
+        """What the kept copies were made from: each parameter's identity and in-place version counter
+        (which an optimizer step, load_state_dict or any in-place write advances)."""
+        return tuple((id(t), t._version) for _, linears, *_ in self.parts for lin in linears
+                     for t in (lin.weight, lin.bias) if t is not None)
 
     @torch.no_grad()
     def refresh(self):
+        """Copy the parameters again if any changed since the last copy (a rollout of several turns calls
+        sample once a turn between two updates: ~8 GB at 7B need not be copied each time)."""
+        sources = self._sources()
+        if sources == self.copied_from:
+            return
         for _, linears, _, weight, bias in self.parts:
             torch.cat([lin.weight for lin in linears], out=weight)
             if bias is not None:
                 torch.cat([lin.bias for lin in linears], out=bias)
+        self.copied_from = self._sources()
 
     @contextlib.contextmanager
     def installed(self):
