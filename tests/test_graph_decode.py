@@ -66,6 +66,31 @@ def test_compiled_decode_samples_what_the_eager_loop_samples():
     assert torch.equal(seqs, ids) and lps.shape == (3, 0)  # nothing asked, nothing generated
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the pinned-memory copy and events need a CUDA device"))])
+def test_checking_one_step_ahead_returns_what_checking_every_step_returns(device):
+    """check_ahead learns that every row has ended one step late and drops the extra step: the same tokens,
+    log-probs and length as waiting at every step, both when the rows end early and at max_new_tokens."""
+    model = grouped_model().to(device)
+    ids = torch.randint(1, 300, (4, 9), generator=torch.Generator().manual_seed(4)).to(device)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    kept = graph_decode.KeptCaches(model)
+    for eos_ids, budget in ((range(1, 301, 3), 40), ((), 5)):
+        runs = []
+        for check_ahead in (False, True):
+            torch.manual_seed(5)
+            runs.append(graph_decode.sample(model, kept, batch, max_new_tokens=budget, temperature=1.0,
+                                            eos_ids=list(eos_ids), pad_id=0, check_ahead=check_ahead))
+        (seqs, lps), (ahead_seqs, ahead_lps) = runs
+        assert torch.equal(seqs, ahead_seqs) and torch.equal(lps, ahead_lps)
+        new = seqs[:, ids.shape[1]:]
+        if eos_ids:  # every row ended on an eos, the last of them on the final column
+            assert new.shape[1] < budget and bool(torch.isin(new[:, -1], torch.tensor(list(eos_ids), device=device)
+                                                             ).any())
+        else:
+            assert new.shape[1] == budget
+
+
 @pytest.mark.parametrize("compiled,kernel", [(False, "sdpa"), (True, "sdpa"), (False, "flex"), (False, "triton"),
                                              (False, "triton:prompt")])
 def test_rows_sharing_a_prompt_are_prefilled_once_and_sample_what_repeated_prompts_sample(compiled, kernel,
