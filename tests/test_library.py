@@ -484,16 +484,20 @@ def test_graph_rollouts_train_on_a_gpu(tiny_dir, tmp_path, backend):
                 assert a[k] == pytest.approx(b[k], abs=1e-6), k
 
 
-@pytest.mark.parametrize("backend,cache", [("hf-static", "static"), ("hf-graph", "graph")])
-def test_kept_cache_rollouts_train_like_the_default_backend(tiny_dir, tmp_path, backend, cache):
-    """--rollout-backend hf-static / hf-graph go through the whole trainer (rollouts, update, evaluation)
-    and, the sampler's caching being the only difference, give the default backend's run step for step."""
+@pytest.mark.parametrize("backend,cache,fused", [("hf-static", "static", ""), ("hf-graph", "graph", ""),
+                                                 ("hf-graph", "graph", "attention,mlp")])
+def test_kept_cache_rollouts_train_like_the_default_backend(tiny_dir, tmp_path, backend, cache, fused):
+    """--rollout-backend hf-static / hf-graph (also with --fuse-projections, whose kept weight copy must
+    follow every update) go through the whole trainer (rollouts, update, evaluation) and, the sampler
+    being the only difference, give the default backend's run step for step."""
     runs, policies = {}, {}
     for name in ("hf", backend):
-        res = core.train(tiny_args(tiny_dir, tmp_path / name, rollout_backend=name, eval_every=2))
+        res = core.train(tiny_args(tiny_dir, tmp_path / name, rollout_backend=name, eval_every=2,
+                                   fuse_projections=fused if name == backend else ""))
         runs[name], policies[name] = res.history, res.policy
     assert policies["hf"].generation_cache == "dynamic" and not len(policies["hf"].kept_caches)
     assert policies[backend].generation_cache == cache and len(policies[backend].kept_caches)  # used
+    assert (policies[backend].kept_caches.fused is not None) == bool(fused)
     keys = ("train/reward", "train/tool_calls_per_rollout", "train/main_tokens_per_rollout", "eval/accuracy")
     for a, b in zip(runs["hf"], runs[backend], strict=True):
         for k in keys:

@@ -48,6 +48,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from agents.lmm.graph_decode import DECODE_ATTENTION, FUSABLE
 from trainers import distributed, run_state
 from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
                             structural_mask)
@@ -99,6 +100,12 @@ class GRPOArgs:
                                      "benchmarks/speed_generation_scale.py) or "
                                      "vllm (a vLLM engine in the same process, weights synced after every update; "
                                      "single process only; see agents/lmm/vllm_policy.py)", ("hf", "hf-static", "hf-graph", "hf-graph-compiled", "vllm"))
+    decode_attention: str = arg("sdpa", "with --rollout-backend hf-graph*: the decode step's attention kernel; triton "
+                                        "(agents/lmm/cascade_kernel.py, needs CUDA and triton) reads each group's shared "
+                                        "prompt once for its G rollouts", DECODE_ATTENTION)
+    fuse_projections: str = arg("", "with --rollout-backend hf-graph*: comma list of attention (one query/key/value "
+                                    "product per layer) and mlp (one gate/up product) computed as one during decode "
+                                    "steps, from a kept copy of those weights (at 7B bf16: 0.9 / 7.6 GB)")
     fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
                             "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
                             "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
@@ -272,6 +279,12 @@ def validate_args(args) -> None:
         budgets = []
     if not budgets or any(k not in GATING_BUDGETS for k in budgets):
         raise ValueError(f"--gating-budgets must be a comma list from {GATING_BUDGETS}, got {args.gating_budgets!r}")
+    unknown = set(fused_kinds(args)) - set(FUSABLE)
+    if unknown:
+        raise ValueError(f"--fuse-projections: comma list of {', '.join(FUSABLE)}, got {args.fuse_projections!r}")
+    if (args.decode_attention != "sdpa" or fused_kinds(args)) and not args.rollout_backend.startswith("hf-graph"):
+        raise ValueError("--decode-attention and --fuse-projections choose what a graph sampler's decode step runs: "
+                         f"use --rollout-backend hf-graph or hf-graph-compiled, not {args.rollout_backend}")
     for name in ("lr_warmup_steps", "eval_every", "checkpoint_every"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
@@ -414,10 +427,16 @@ def resolve_model(args) -> str:
     return str(default_checkpoint(prior=args.prior))
 
 
-def load_policy(path: str, device: torch.device, generation_cache: str = "dynamic"):
+def fused_kinds(args) -> tuple[str, ...]:
+    return tuple(k.strip() for k in args.fuse_projections.split(",") if k.strip())
+
+
+def load_policy(path: str, device: torch.device, generation_cache: str = "dynamic", decode_attention: str = "sdpa",
+                fuse_projections: Sequence[str] = ()):
     from agents.lmm.policy import TransformersPolicy
 
-    policy = TransformersPolicy(path, device=device, generation_cache=generation_cache)
+    policy = TransformersPolicy(path, device=device, generation_cache=generation_cache,
+                                decode_attention=decode_attention, fuse_projections=fuse_projections)
     tok = policy.tokenizer
     suppress_tokens(policy.model, [tok.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
     return policy
@@ -814,7 +833,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     if dist.world > 1 and dist.main:
         torch.distributed.barrier()
     policy = load_policy(model_path, device, args.rollout_backend.removeprefix("hf-")
-                         if args.rollout_backend.startswith("hf-") else "dynamic")
+                         if args.rollout_backend.startswith("hf-") else "dynamic",
+                         args.decode_attention, fused_kinds(args))
     model = policy.model
     ref_model = None
     if args.kl_coef != 0:

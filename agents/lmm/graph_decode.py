@@ -330,7 +330,8 @@ class FusedProjections:
         self.parts = []  # (module, its fused Linear modules, its fused forward, weight copy, bias copy)
         for kind in kinds:
             names, fused_forward = FUSABLE[kind], _FUSED_FORWARDS[kind]
-            layers = [m for m in model.modules() if _fusable(m, kind)]
+            decoder = model.get_decoder() if hasattr(model, "get_decoder") else model  # not a vision tower's
+            layers = [m for m in decoder.modules() if _fusable(m, kind)]
             if not layers:
                 raise ValueError(f"fuse_projections: the model has no {kind} layer with {', '.join(names)}")
             for m in layers:
@@ -430,12 +431,12 @@ def _check_fused_forward(module, kind: str, fused: Callable):
     x = torch.randn(1, 3, weight.shape[1], generator=g).to(weight)
     if kind == "attention":
         rotary = tuple(torch.randn(1, 3, module.head_dim, generator=g).to(weight) for _ in range(2))
-        kwargs = {"hidden_states": x, "position_embeddings": rotary, "attention_mask": None}
-    else:
-        kwargs = {"x": x}
+        args, kwargs = (), {"hidden_states": x, "position_embeddings": rotary, "attention_mask": None}
+    else:  # the input's name differs between families (x, hidden_state): positional
+        args, kwargs = (x,), {}
     why = None
     try:
-        own, ours = module(**kwargs), fused(**kwargs)
+        own, ours = module(*args, **kwargs), fused(*args, **kwargs)
         own, ours = (out[0] if isinstance(out, tuple) else out for out in (own, ours))
         tolerance = 1e-4 if weight.dtype == torch.float32 else 3e-2  # relative; half precision rounds each product
         if own.shape != ours.shape:
@@ -499,7 +500,6 @@ def _decode_step(kept: KeptCaches, entry: KeptDecoder, slot: int, weights_at: tu
     return entry.logits
 
 
-@torch.no_grad()
 class _RunningFlags:
     """Whether any row was still running after each step, copied to the host without waiting for it."""
 
@@ -520,6 +520,7 @@ class _RunningFlags:
         return bool(self.flags[step])
 
 
+@torch.no_grad()
 def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, temperature: float = 1.0,
            do_sample: bool = True, top_p: float = 1.0, eos_ids: Sequence[int] = (), pad_id: int = 0,
            stopping: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,

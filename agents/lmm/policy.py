@@ -192,6 +192,11 @@ class TransformersPolicy:
                  per token, sampling as `generate` does (on a CPU the same loop runs eagerly);
       "graph-compiled"  the same with the decode forward compiled (torch.compile, inductor) before it
                  is recorded: fewer kernels per token, ~20 s of compilation for the first two shapes.
+    With a graph sampler, decode_attention picks the compiled decode step's attention kernel (e.g.
+    "triton": agents.lmm.cascade_kernel, for a GRPO group's rows sharing a prompt, CUDA and triton) and
+    fuse_projections ("attention", "mlp") computes each layer's query/key/value and gate/up products as
+    one during decode steps, from a kept copy of those weights refreshed when they change (see
+    graph_decode.KeptCaches; the README's "Scaling up" has what each buys at the 7B shape).
     The static and graph samplers keep one cache per batch size and length block (prompt + new tokens
     rounded up to graph_decode.STATIC_CACHE_BLOCK) across calls, so its tensors keep their addresses
     and a recorded graph can replay (at most MAX_STATIC_CACHES, least recently used dropped first);
@@ -201,9 +206,13 @@ class TransformersPolicy:
 
     def __init__(self, model_dir_or_model, tokenizer=None, image_processor=None, *,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None, require_tags: bool = True,
-                 fast: bool = True, generation_cache: str = "dynamic"):
+                 fast: bool = True, generation_cache: str = "dynamic", decode_attention: str = "sdpa",
+                 fuse_projections: Sequence[str] = ()):
         if generation_cache not in GENERATION_CACHES:
             raise ValueError(f"generation_cache must be one of {GENERATION_CACHES}, not {generation_cache!r}")
+        if (decode_attention != "sdpa" or fuse_projections) and not generation_cache.startswith("graph"):
+            raise ValueError("decode_attention and fuse_projections choose what a graph sampler's decode step runs: "
+                             f"use generation_cache='graph' or 'graph-compiled', not {generation_cache!r}")
         self.generation_cache = generation_cache
         if isinstance(model_dir_or_model, (str, bytes)) or hasattr(model_dir_or_model, "__fspath__"):
             from agents.lmm.tiny_qwen import load_checkpoint
@@ -223,7 +232,8 @@ class TransformersPolicy:
             (enable_fast_path if fast else disable_fast_path)(model)
         self.fast = fast
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
-        self.kept_caches = KeptCaches(model, compile_decode=generation_cache == "graph-compiled")  # static, graph*
+        self.kept_caches = KeptCaches(model, compile_decode=generation_cache == "graph-compiled",  # static, graph*
+                                      decode_attention=decode_attention, fuse_projections=tuple(fuse_projections))
         self.device = torch.device(device)
         cfg = model.config
         text_cfg = getattr(cfg, "text_config", cfg)
