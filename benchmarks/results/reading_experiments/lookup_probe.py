@@ -208,6 +208,9 @@ def main(argv=None):
                    help="train a randomly initialised tiny model instead (the checkpoint's tokenizer), its text "
                         "config overridden, e.g. hidden_size=256,num_hidden_layers=8,num_attention_heads=8: does "
                         "the lookup form without the cold start, or with more capacity?")
+    p.add_argument("--eval-objects", default="12", metavar="N,...",
+                   help="multi form: held-out probes of at most N objects each (200 a size; 12: the full draws), "
+                        "e.g. 2,4,12 to see a curriculum stage form before the full lookup does")
     a = p.parse_args(argv)
     make = probe_multi if a.form == "multi" else probe
     torch.manual_seed(a.seed)
@@ -220,15 +223,23 @@ def main(argv=None):
     enc = encoding_policy(pol.tokenizer)
     pol.model.to(a.device)
     tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, a.device, answer_weight=10.0)
-    held = [make(np.random.default_rng(10_000 + i)) for i in range(200)]
-    held_recs, held_mcq = records(held, enc), np.array([s.meta["mcq"] for s in held])
+    sizes = [int(n) for n in a.eval_objects.split(",")] if a.form == "multi" else [12]
+    held_sets = {}
+    for n in sizes:
+        draw = partial(probe_multi, max_objects=n) if a.form == "multi" else make
+        held = [draw(np.random.default_rng(10_000 + i)) for i in range(200)]
+        held_sets[n] = (records(held, enc), np.array([s.meta["mcq"] for s in held]))
     show = pol.tokenizer.encode("The crops show a", add_special_tokens=False)
+
+    def evaluate():
+        scores = {n: measure(tr, recs, mcq, show) for n, (recs, mcq) in held_sets.items()}
+        return scores[sizes[0]] if len(sizes) == 1 else scores
     stages = ([tuple(map(int, part.split(":"))) for part in a.curriculum.split(",")] if a.curriculum
               else [(12, None)])
     if a.curriculum and a.form != "multi":
         p.error("--curriculum goes with the multi form")
     opt = torch.optim.AdamW(pol.model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
-    print("step 0", measure(tr, held_recs, held_mcq, show), flush=True)
+    print("step 0", evaluate(), flush=True)
     t_end, step = time.time() + 60 * a.minutes, 0
     pol.model.train()
     for max_objects, stage_steps in stages:
@@ -251,8 +262,8 @@ def main(argv=None):
             opt.step()
             step += 1
             if step % a.eval_every == 0:
-                print(f"step {step} loss {loss.item():.3f}", measure(tr, held_recs, held_mcq, show), flush=True)
-    print(f"step {step} (end)", measure(tr, held_recs, held_mcq, show), flush=True)
+                print(f"step {step} loss {loss.item():.3f}", evaluate(), flush=True)
+    print(f"step {step} (end)", evaluate(), flush=True)
     pol.model.eval().to("cpu")
     save_checkpoint(a.out, pol.model, pol.tokenizer, pol.image_processor)
 
