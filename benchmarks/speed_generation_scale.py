@@ -191,6 +191,20 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
+def setting(parser, flag: str, option: str, where: str, known) -> tuple[str, object]:
+    """NAME=VALUE of a repeatable option (NAME must be `known` in `where`): VALUE a Python literal, or a
+    bare word (layout=prompt)."""
+    import ast
+
+    name, _, value = option.partition("=")
+    if not known(name):
+        parser.error(f"{flag} {option}: {where} has no {name!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="3b,7b", help="comma list of benchmarks/scale_fsdp.py SHAPES")
@@ -224,29 +238,21 @@ def main(argv=None):
     p.add_argument("--tiny", action="store_true", help="CPU smoke run: tiny shape, small sizes, fp32")
     p.add_argument("--out", default="runs/benchmarks/speed_generation_scale")
     a = p.parse_args(argv)
-    for option in a.inductor:
-        import ast
-
+    if a.inductor:
         import torch._inductor.config as inductor_config
 
-        name, _, value = option.partition("=")
-        if not hasattr(inductor_config, name):
-            p.error(f"--inductor {option}: torch._inductor.config has no {name!r}")
-        setattr(inductor_config, name, ast.literal_eval(value))
+        for option in a.inductor:
+            name, value = setting(p, "--inductor", option, "torch._inductor.config",
+                                  partial(hasattr, inductor_config))
+            setattr(inductor_config, name, value)
     if a.kernel_tuning:
-        import ast
-
         from agents.lmm import cascade_kernel
 
         for option in a.kernel_tuning:
-            name, _, value = option.partition("=")
-            if name not in cascade_kernel.TUNING:
-                p.error(f"--kernel-tuning {option}: cascade_kernel.TUNING has no {name!r} (it has "
-                        f"{', '.join(cascade_kernel.TUNING)})")
-            try:
-                cascade_kernel.TUNING[name] = ast.literal_eval(value)
-            except (ValueError, SyntaxError):  # a bare word: layout=prompt
-                cascade_kernel.TUNING[name] = value
+            name, value = setting(p, "--kernel-tuning", option,
+                                  f"cascade_kernel.TUNING ({', '.join(cascade_kernel.TUNING)})",
+                                  cascade_kernel.TUNING.__contains__)
+            cascade_kernel.TUNING[name] = value
     device = torch.device("cuda" if torch.cuda.is_available() and not a.tiny else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if a.tiny:

@@ -363,7 +363,7 @@ class FusedProjections:
             torch.cat([lin.weight for lin in linears], out=weight)
             if bias is not None:
                 torch.cat([lin.bias for lin in linears], out=bias)
-        self.copied_from = self._sources()
+        self.copied_from = sources  # writing the copies leaves the parameters' versions as they were
 
     @contextlib.contextmanager
     def installed(self):
