@@ -173,7 +173,10 @@ class CompiledTextLoss:
         cfg = self.lm.config
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = cfg.hidden_size // cfg.num_attention_heads
-        self.forward = torch.compile(self._loss, dynamic=True) if compile else self._loss
+        # Only the transformer is compiled: torch 2.11's Inductor failed on the GPU to generate code for the
+        # cross-entropy over every position (dynamic shapes, a split reduction); a forward that fails to compile
+        # falls back to eager (a failure compiling the backward still stops the run).
+        self.compiled = torch.compile(self.logits, dynamic=True) if compile else None
 
     def batch(self, recs: Records, idx) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-padded ids (width a multiple of 64, to bound recompiles) and each next-token target's weight."""
@@ -207,13 +210,21 @@ class CompiledTextLoss:
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         return self.tr.model.lm_head(lm.norm(h))
 
-    def _loss(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        logits = self.logits(ids)[:, :-1].float()
+    def _loss(self, ids: torch.Tensor, weight: torch.Tensor, logits_of=None) -> torch.Tensor:
+        logits = (logits_of or self.logits)(ids)[:, :-1].float()
         ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
         return (ce * weight).sum() / (weight > 0).sum().clamp(min=1)
 
     def loss(self, recs: Records, idx) -> torch.Tensor:
-        return self.forward(*self.batch(recs, idx))
+        ids, weight = self.batch(recs, idx)
+        if self.compiled is not None:
+            try:
+                return self._loss(ids, weight, self.compiled)
+            except Exception as e:  # noqa: BLE001 - any compiler failure: train uncompiled instead
+                print(f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                      "going on uncompiled", flush=True)
+                self.compiled = None
+        return self._loss(ids, weight)
 
     def answers(self, recs: Records, mcq: np.ndarray) -> dict:
         """measure()'s answer counts, teacher-forced, all probes in one batch."""
