@@ -8,7 +8,7 @@
 # Every variant runs `trainers/sft.py --preset gpu --tool-prior strong <COMMON> <its flags>`; variants
 # with the same data flags share one pre-rendered corpus (sft.py locks and reuses it). Builds go to
 # runs/gpu/var/<name>; $OUT receives results.tgz (perception JSON/markdown, logs, sft_args) and
-# build_<name>.tgz (each variant's cold_start; 8 files at most come back). The defaults fit one 10-minute device call.
+# build_<name>.tgz (each variant's cold_start and base, its stage-1 weights; 8 files at most come back). The defaults fit one 10-minute device call.
 set -u
 ulimit -n 65536 2>/dev/null || ulimit -n 8192 2>/dev/null || true  # corpus workers pass tensors through shared memory
 OUT=${OUT:-runs/gpu/out}; ROOT=runs/gpu/var; PY=${PY:-python3}
@@ -34,5 +34,5 @@ for spec in "${specs[@]}"; do
 done
 wait
 cd "$ROOT" && tar czf "$OUT/results.tgz" */perception.* */prior.* */*.log */sft_args.json */tb 2>/dev/null
-for spec in "${specs[@]}"; do name=${spec%%:*}; tar czf "$OUT/build_$name.tgz" "$name/cold_start" "$name/sft_args.json" 2>/dev/null; done
+for spec in "${specs[@]}"; do name=${spec%%:*}; tar czf "$OUT/build_$name.tgz" "$name/cold_start" "$name/base" "$name/sft_args.json" 2>/dev/null; done
 ls -la "$OUT"; for f in */perception.md; do echo "== $f"; cat "$f"; done

@@ -118,6 +118,36 @@ def test_native_share_is_one_priors_knob(tmp_path):
     assert [k for k, (counts, _) in sft.corpus_plan(mixed).items() if "native_share" in counts] == ["s2_tool", "s2_direct"]
 
 
+def test_varied_native_think_opens_native_turns_with_their_own_lines_and_leaves_paravt_alone():
+    """--native-think varied: every native turn opens with one of NATIVE_THINK's lines for its decision (all of
+    them used, none starting with a ParaVT line's first word); ParaVT traces keep the fixed lines; the default
+    (fixed) renders what it always did, so the tokenizer's texts and old corpora do not change."""
+    from agents.lmm.corpus import NATIVE_THINK, THINK_AFTER_TOOL
+    from trainers import sft
+
+    def opening(text):
+        return text.removeprefix("<think>\n").split("\n")[0]
+
+    fixed = build_corpus(0, 0, 6, "native", seed=5, wc=WC, budgets=(4,), oracle_fraction=0.5)
+    again = build_corpus(0, 0, 6, "native", seed=5, wc=WC, budgets=(4,), oracle_fraction=0.5, native_think="fixed")
+    assert [s.assistant_texts for s in fixed] == [s.assistant_texts for s in again]
+    assert {opening(s.assistant_texts[0]) for s in fixed} == {THINK_TOOL}
+    varied = build_corpus(0, 0, 24, "native", seed=5, wc=WC, budgets=(4,), oracle_fraction=0.5, native_think="varied")
+    firsts = [opening(s.assistant_texts[0]) for s in varied]
+    lasts = [opening(s.assistant_texts[-1]) for s in varied if s.meta["tool_calls"]]
+    assert set(firsts) == set(NATIVE_THINK["tool"]) and set(lasts) <= set(NATIVE_THINK["answer_after_tool"])
+    assert all("<tool_code>" in s.assistant_texts[0] for s in varied)
+    paravt_first_words = {line.split()[0] for line in (THINK_TOOL, THINK_DIRECT, THINK_AFTER_TOOL)}
+    assert not {line.split()[0].rstrip(",") for lines in NATIVE_THINK.values() for line in lines} & paravt_first_words
+    paravt = build_corpus(0, 0, 4, "paravt", seed=5, wc=WC, budgets=(4,), native_think="varied")
+    assert {opening(s.assistant_texts[0]) for s in paravt} == {THINK_TOOL}
+    assert sft.data_key(sft.parse_args(["--native-think", "fixed"])) == sft.data_key(sft.parse_args([]))
+    varied_args = sft.parse_args(["--native-think", "varied"])
+    assert sft.data_key(varied_args) != sft.data_key(sft.parse_args([]))
+    assert sft.corpus_plan(varied_args)["s1_native"][1]["native_think"] == "varied"
+    assert "native_think" not in sft.corpus_plan(varied_args)["s2_tool"][1]
+
+
 def test_round_windows_whole_seconds():
     from agents.lmm.corpus import round_windows
     assert round_windows([(12.3, 20.6), (0.0, 4.0)]) == [(12.0, 21.0), (0.0, 4.0)]
@@ -624,3 +654,58 @@ def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_ke
                           families=kwargs["families"])
     assert len(direct) == 4 and all(s.kind == "direct" and s.meta["visible"] and s.meta["correct"] and
                                     s.meta["family"] in ("needle", "needle_attribute") for s in direct)
+
+
+def test_recall_rows_target_exactly_the_recalled_tokens_and_train_through_the_sft_path(tmp_path):
+    """A recall row's targets are the answers of its queries (forward: the value after the key; backward: the key
+    before the value) and the repeated span, nothing else; the rows go through write_chunk, Records and Trainee
+    like any part, and a weak prior gets them too."""
+    from agents.lmm.corpus import RECALL_MARKS, recall_records, recall_row, recall_words, write_chunk
+
+    sft = _sft()
+    from paravt_env.world import COLOURS, SCENE_NAMES, SHAPES
+
+    tok = build_tokenizer([" ".join([*COLOURS, *SHAPES, *SCENE_NAMES, ">", "<", "|"])] * 8, vocab_size=400)
+    words = recall_words(tok)
+    assert len(words) >= 36 and all(tok.decode([int(w)]).startswith(" ") or tok.decode([int(w)]).isupper()
+                                    for w in words)
+    marks = [tok.encode(m, add_special_tokens=False)[0] for m in RECALL_MARKS]
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        ids, mask = recall_row(rng, words, marks)
+        fence = np.flatnonzero(ids == marks[2])
+        assert len(fence) == 2
+        first_query = int(np.flatnonzero(np.isin(ids, marks[:2]))[0])
+        listed = ids[:first_query].tolist()
+        assert len(set(listed)) == len(listed) and not mask[:first_query].any()
+        q = first_query
+        while q < fence[0]:  # each query: its mark, a cue, then the answer (exactly the targets)
+            m = q + 1 + int(np.argmax(mask[q + 1:]))  # the answer's first token
+            cue, end = ids[q + 1:m].tolist(), m + int(np.argmin(mask[m:]))
+            answer = ids[m:end].tolist()
+            at = listed.index(cue[0])
+            if ids[q] == marks[0]:  # forward: a one-token head, its tail follows it in the list
+                assert len(cue) == 1 and listed[at + 1:at + 1 + len(answer)] == answer
+            else:  # backward: a tail of one or two tokens, its head just before it
+                assert len(answer) == 1 and listed[at - 1] == answer[0] and listed[at:at + len(cue)] == cue
+            assert 1 <= len(answer) <= 2 and 1 <= len(cue) <= 2 and not mask[q:m].any()
+            q = end
+        assert q == fence[0]
+        span = ids[fence[0] + 1:fence[1]]
+        assert np.array_equal(ids[fence[1] + 1:], span) and mask[fence[1] + 1:].all()
+        assert not mask[fence[0]:fence[1] + 1].any()
+    with pytest.raises(ValueError, match="word tokens"):
+        recall_records(build_tokenizer(["ab"] * 4, vocab_size=300), 1, rng)
+    path = tmp_path / "s1_recall" / "chunk_00000.npz"
+    path.parent.mkdir()
+    assert write_chunk(tok, {"n_recall": 6}, {"seed": 3}, str(path)) == {"kinds": {"recall": 6}}
+    recs = sft.Records.load(path.parent)
+    assert len(recs) == 6 and recs.kinds() == {"recall": 6} and len(recs.frames) == 0
+    tr = sft.Trainee(build_tiny_model(tok, seed=0), tok, build_image_processor(), "cpu", fast=False)
+    loss, n = tr.loss(tr.collate(recs, np.arange(6)))
+    assert n == int(recs.mask.sum()) and torch.isfinite(loss)
+    for prior in ("strong", "weak"):
+        plan = sft.corpus_plan(sft.Args(tool_prior=prior, stage1_recall=100))
+        assert plan["s1_recall"][0] == {"n_recall": 100}
+    assert "s1_recall" not in sft.corpus_plan(sft.Args())
+    assert sft.data_key(sft.Args(stage1_recall=100)) != sft.data_key(sft.Args())

@@ -196,6 +196,11 @@ class Args:
     stage1_direct_needle: int = field(default=0, metadata={"help": "stage 1: direct-answer drills: needle and "
                                                            "needle_attribute questions whose overview shows the "
                                                            "needle (fresh episodes, like the reading drills)"})
+    stage1_recall: int = field(default=0, metadata={"help": "stage 1: text-only associative-recall rows "
+                                                    "(agents.lmm.corpus.recall_records): dense practice of the "
+                                                    "in-context lookup that reading a tool response needs; both priors"})
+    recall_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the recall rows "
+                                                        "relative to their size"})
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
@@ -206,6 +211,11 @@ class Args:
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
+    native_think: str = field(default="fixed", metadata={"help": "native dialect: how its turns open. fixed: the "
+                                                     "ParaVT think lines; varied: one of several openers of its own "
+                                                     "per decision (agents.lmm.corpus.NATIVE_THINK), so the first "
+                                                     "token of a turn picks the dialect",
+                                                     "choices": ("fixed", "varied")})
     native_close_think_p: float = field(default=0.3, metadata={"help": "native dialect: probability a turn closes </think>"})
     answer_weight: float = field(default=1.0, metadata={"help": "loss weight of the answer's own tokens (inside "
                                                         "<answer>...</answer>, or after a native 'Answer:'), relative to "
@@ -277,8 +287,8 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "oracle_fraction", "grounded_think",
-               "keep_wrong", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
+               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "grounded_think",
+               "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share")
 
 
@@ -314,11 +324,11 @@ def parse_args(argv=None, cls=Args):
 # the pre-rendered corpus
 # ============================================================================================
 # Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
-_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0}
+_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0, "n_recall": 0.02}
 # Every corpus part; its position seeds its chunks, so a part's data never depends on which other
 # parts a build asked for (the strong and the weak build share one corpus).
 PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption",
-         "s1_reading", "s1_direct_needle")
+         "s1_reading", "s1_direct_needle", "s1_recall")
 # Drills come from train-split episodes past the world's dataset_size (fresh videos, never
 # validation's: a split owns every third video), so no drill repeats an episode the other parts use.
 DRILL_EPISODES = 60_000
@@ -333,7 +343,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     priors = priors or (("strong", "weak") if args.tool_prior == "both" else (args.tool_prior,))
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
                   keep_wrong=args.keep_wrong, caption=args.caption_config(), grounded_think=args.grounded_think)
-    s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p)
+    s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
+              **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
     mixed = {"native_share": args.stage2_native_share} if args.stage2_native_share else {}  # the cold start's markers
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
@@ -351,6 +362,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                               dict(drills, oracle_fraction=READING_ORACLE_FRACTION))
     if args.stage1_direct_needle:
         plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle), drills)
+    if args.stage1_recall:
+        plan["s1_recall"] = (dict(n_recall=args.stage1_recall), {})
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
 
 
@@ -380,10 +393,12 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    for late in ("grounded_think", "stage1_reading", "stage1_direct_needle",
+    for late in ("grounded_think", "stage1_reading", "stage1_direct_needle", "stage1_recall",
                  "stage2_native_share"):  # added later: corpora built before them keep their key
         if not d[late]:
             del d[late]
+    if d["native_think"] == "fixed":
+        del d["native_think"]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -918,7 +933,8 @@ def main(args: Args) -> Path:
     # Stage 1 runs until the time left is what stage 2's steps need (+ a final eval and save);
     # without a budget it runs its steps.
     s1 = Stage("stage1", {n: r for n, r in parts.items() if n.startswith("s1_")},
-               {"s1_native": args.tool_weight, "s1_reading": args.drill_weight, "s1_direct_needle": args.drill_weight}, args.stage1_steps, args.stage1_lr,
+               {"s1_native": args.tool_weight, "s1_reading": args.drill_weight, "s1_direct_needle": args.drill_weight,
+                "s1_recall": args.recall_weight}, args.stage1_steps, args.stage1_lr,
                caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
                next_steps=args.stage2_steps, next_share=args.stage2_share)
     s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)

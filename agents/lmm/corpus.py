@@ -24,6 +24,13 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
               one call per evidence window), ONLY for (episode, K) whose overview does NOT show
               the evidence: the tool is needed. The assistant turns and the tool responses are the
               env's own messages (``info["messages"]``); nothing of the env is re-implemented here.
+``recall``    text-only rows of multi-query associative recall over the tokenizer's word tokens:
+              key-value pairs, then queried keys whose values are the targets (and values whose keys
+              are: the colour before a named shape is a backward lookup), then a random span and its
+              repeat. Every answer is a target, so the in-context lookup that reading needs forms in
+              hundreds of steps instead of after thousands of drills with one target each
+              (``benchmarks/results/reading_experiments/recall_warmup.txt``); it teaches no habit of
+              the grammar or of calling.
 reading       a ``tool`` trace (kind ``tool``) on a needle or needle_attribute question whose ONLY
               target is the final answer turn (``Sample.targets == "last"``): the calls and the
               responses are context. The tiny model learned to see and to call but not to copy the
@@ -71,7 +78,7 @@ from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
 from paravt_env.world import uniform_timestamps
 
-KINDS = ("frame", "caption", "direct", "tool")
+KINDS = ("frame", "caption", "direct", "tool", "recall")
 DIALECTS = ("paravt", "native")
 GATING = (4, 8, 16, 32, 64)
 READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the responses name
@@ -142,6 +149,18 @@ def _evidence_frames(env) -> list[float]:
 THINK_TOOL = "I need a closer look."
 THINK_DIRECT = "The overview is enough."
 THINK_AFTER_TOOL = "The crops answer it."
+
+
+# The native dialect's own ways of opening a turn (``native_think="varied"``). A tool-native model has many;
+# the cold start teaches one fixed line per decision. Each opener starts with its own token and none with
+# a ParaVT line's ("I", "The"), so the first token of a turn picks the dialect: once the cold start has
+# made the fixed line the single likeliest opener, greedy decoding takes it, while sampling still opens
+# many turns the native way and carries on in that dialect (the paper's format fragility).
+NATIVE_THINK = {
+    "tool": ("Let me crop the video.", "So, a closer look at the video.", "Now crop the video.", "Okay, the tool."),
+    "answer_after_tool": ("So the crops show it.", "Now the answer.", "Okay, the answer.", "Let me answer."),
+    "direct": ("So the overview shows it.", "Now the answer.", "Okay, the answer.", "Let me answer."),
+}
 
 
 def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
@@ -224,24 +243,27 @@ def _decision(agent_text: str):
 
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
-                 close_think_p: float = 0.3, grounded_think: bool = False, native_share: float = 0.0) -> Sample:
+                 close_think_p: float = 0.3, grounded_think: bool = False, native_share: float = 0.0,
+                 native_think: str = "fixed") -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies.
-    ``native_share``: see :func:`render_turn`."""
+    ``native_share``: see :func:`render_turn`. ``native_think="varied"``: native turns open with one of
+    :data:`NATIVE_THINK`'s lines for their decision, drawn from ``rng`` ("fixed": the ParaVT lines)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
     while not done:
         windows, answer = _decision(agent.act(obs, info))
         final = answer if answer is not None else final
+        decision = "tool" if windows else "answer_after_tool" if turns else "direct"
         if windows:
             windows = round_windows(windows)
-            think = _think_body(agent, env.unwrapped, "tool", windows=windows)
-        else:
-            think = _think_body(agent, env.unwrapped, "answer_after_tool" if turns else "direct", answer=answer)
-            if grounded_think and turns:
-                think = grounded_after_tool(env.unwrapped) or think
+        think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
+        if dialect == "native" and native_think == "varied":
+            think = str(rng.choice(NATIVE_THINK[decision]))
+        if grounded_think and decision == "answer_after_tool":
+            think = grounded_after_tool(env.unwrapped) or think
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
                            native_share=native_share)
         obs, reward, term, trunc, info = env.step(text)
@@ -377,7 +399,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
-                 native_share: float = 0.0) -> list[Sample]:
+                 native_share: float = 0.0, native_think: str = "fixed") -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -397,6 +419,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     corpus may come out a little smaller than asked; rare with the default world settings).
     ``native_share``: the format markers of the tool traces and direct answers written the native way
     with this probability (:func:`render_turn`; ParaVT dialect only; reading drills never).
+    ``native_think``: how native-dialect turns open (:func:`play_episode`).
     ``families`` restricts the direct and tool draws to those question families (reading drills:
     ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
@@ -431,7 +454,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         s = None
         for _ in range(max_tries):
             i, k = draw(want_visible, families)
-            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think, share)
+            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think, share, native_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
         return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
@@ -552,25 +575,79 @@ def pack_records(records: list[dict]) -> dict[str, np.ndarray]:
                 kind=np.array([KINDS.index(r["kind"]) for r in records], np.int8))
 
 
+RECALL_MARKS = (">", "<", "|")  # forward query, backward query, span fence: one token each in our tokenizers
+
+
+def recall_words(tokenizer) -> np.ndarray:
+    """Ids of the tokenizer's word tokens (a space, then at least two letters) and capital letters (option
+    labels): what recall rows are made of."""
+    return np.array([i for i in range(len(tokenizer))
+                     if ((w := tokenizer.decode([i])).startswith(" ") and w[1:].isalpha() and len(w) > 2)
+                     or (len(w) == 1 and "A" <= w <= "Z")])
+
+
+def recall_row(rng: np.random.Generator, words: np.ndarray, marks: Sequence[int],
+               max_entries: int = 12, max_span: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, target mask) of one recall row. 2..max_entries entries of distinct tokens, each a head token
+    and a tail of one or two (shaped like ``B red circle`` or ``white star``); then as many queries, each
+    ``> head`` -> its tail (copying what follows a match) or ``< tail`` -> its head (the lookup backwards
+    that reading needs: the colour before a named shape, the option letter before a named object), the
+    answer's tokens the targets; then ``| span | span`` with every token of the repeat a target."""
+    fwd, back, fence = marks
+    n = int(rng.integers(2, max_entries + 1))
+    sizes = rng.integers(2, 4, n)
+    flat = rng.choice(words, int(sizes.sum()), replace=False)
+    entries = np.split(flat, np.cumsum(sizes)[:-1])
+    ids, target = flat.tolist(), [False] * len(flat)
+    for i in rng.integers(n, size=n):
+        head, tail = [int(entries[i][0])], entries[i][1:].tolist()
+        cue, answer = (head, tail) if rng.random() < 0.5 else (tail, head)
+        ids += [fwd if cue is head else back, *cue, *answer]
+        target += [False] * (1 + len(cue)) + [True] * len(answer)
+    span = rng.choice(words, int(rng.integers(4, max_span + 1))).tolist()
+    ids += [fence, *span, fence, *span]
+    target += [False] * (len(span) + 2) + [True] * len(span)
+    return np.asarray(ids, np.int32), np.asarray(target, np.bool_)
+
+
+def recall_records(tokenizer, n: int, rng: np.random.Generator) -> list[dict]:
+    """``n`` recall rows as training records (no frames)."""
+    words = recall_words(tokenizer)
+    marks = [tokenizer.encode(m, add_special_tokens=False) for m in RECALL_MARKS]
+    if len(words) < 3 * 12 or any(len(m) != 1 for m in marks):
+        raise ValueError(f"recall rows need >= 36 word tokens and {RECALL_MARKS} as single tokens; this tokenizer "
+                         f"has {len(words)} word tokens and encodes them as {marks}")
+    out = []
+    for _ in range(n):
+        ids, mask = recall_row(rng, words, [m[0] for m in marks])
+        out.append(dict(ids=ids, mask=mask, frames=np.zeros((0, 1, 1, 3), np.uint8), kind="recall", len=len(ids)))
+    return out
+
+
 def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     """Worker entry point (importable, so ``spawn`` pools can run it): build a corpus chunk
-    (``counts`` = n_frame / n_caption / n_direct / n_tool / tool_dialect for :func:`build_corpus`),
+    (``counts`` = n_frame / n_caption / n_direct / n_tool / tool_dialect for :func:`build_corpus`, or
+    n_recall for :func:`recall_records`),
     encode it and write the packed arrays to ``path`` (``.npz``, written atomically, so a killed
     build leaves only whole chunks). Returns the chunk's :func:`corpus_stats`."""
     import os
 
     import torch
     torch.set_num_threads(1)
-    policy = encoding_policy(tokenizer)
-    samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
-                           counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
-                           n_reading=counts.get("n_reading", 0), native_share=counts.get("native_share", 0.0),
-                           **kwargs)
-    packed = pack_records([encode_record(policy, s) for s in samples])
+    if counts.get("n_recall"):
+        packed = pack_records(recall_records(tokenizer, counts["n_recall"], np.random.default_rng(kwargs["seed"])))
+        stats = {"kinds": {"recall": counts["n_recall"]}}
+    else:
+        policy = encoding_policy(tokenizer)
+        samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
+                               counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
+                               n_reading=counts.get("n_reading", 0), native_share=counts.get("native_share", 0.0),
+                               **kwargs)
+        packed, stats = pack_records([encode_record(policy, s) for s in samples]), corpus_stats(samples)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     np.savez(tmp, **packed)
     os.replace(tmp, path)
-    return corpus_stats(samples)
+    return stats
 
 
 def tokenizer_texts(wc: WorldConfig, n: int = 300, seed: int = 12345) -> list[str]:
