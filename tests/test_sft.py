@@ -709,3 +709,36 @@ def test_recall_rows_target_exactly_the_recalled_tokens_and_train_through_the_sf
         assert plan["s1_recall"][0] == {"n_recall": 100}
     assert "s1_recall" not in sft.corpus_plan(sft.Args())
     assert sft.data_key(sft.Args(stage1_recall=100)) != sft.data_key(sft.Args())
+
+
+def test_recall_warmup_opens_stage1_on_recall_rows_alone_at_its_own_rate():
+    """--recall-warmup-steps N: the first N steps of stage 1 train the recall part only, at --recall-warmup-lr;
+    then every part is sampled again at the stage's own schedule."""
+    from agents.lmm.corpus import pack_records, recall_records
+
+    sft = _sft()
+    from paravt_env.world import COLOURS, SCENE_NAMES, SHAPES
+    tok = build_tokenizer([" ".join([*COLOURS, *SHAPES, *SCENE_NAMES, ">", "<", "|"])] * 8, vocab_size=400)
+
+    def part(seed):
+        p = pack_records(recall_records(tok, 16, np.random.default_rng(seed)))
+        return sft.Records(p["ids"], p["mask"], p["tok_off"], p["frames"], p["img_off"], p["kind"])
+
+    class Scalars:
+        def __init__(self):
+            self.rows = []
+
+        def add_scalar(self, tag, value, step):
+            self.rows.append((tag, value, step))
+
+    args = sft.Args(batch_size=4, warmup=1, log_every=1, eval_every=0, progress=False, checkpoint_every_s=1e9)
+    tr = sft.Trainee(build_tiny_model(tok, seed=0), tok, build_image_processor(), "cpu", fast=False)
+    stage = sft.Stage("stage1", {"s1_recall": part(0), "s1_native": part(1)}, {}, steps=12, lr=1e-3,
+                      lead_part="s1_recall", lead_steps=4, lead_lr=5e-3)
+    writer = Scalars()
+    r = sft.train_stage(tr, stage, args, writer, deadline=float("inf"), state=None, save_state=None, evaluate=None)
+    assert r["steps"] == 12
+    parts = {step: tag.rsplit("/", 1)[1] for tag, _, step in writer.rows if tag.startswith("stage1/loss/s1_")}
+    lrs = {step: v for tag, v, step in writer.rows if tag == "stage1/lr"}
+    assert [parts[s] for s in range(1, 5)] == ["s1_recall"] * 4 and all(lrs[s] == 5e-3 for s in range(1, 5))
+    assert "s1_native" in {parts[s] for s in range(5, 13)} and all(lrs[s] <= 1e-3 for s in range(5, 13))
