@@ -742,3 +742,12 @@ def test_recall_warmup_opens_stage1_on_recall_rows_alone_at_its_own_rate():
     lrs = {step: v for tag, v, step in writer.rows if tag == "stage1/lr"}
     assert [parts[s] for s in range(1, 5)] == ["s1_recall"] * 4 and all(lrs[s] == 5e-3 for s in range(1, 5))
     assert "s1_native" in {parts[s] for s in range(5, 13)} and all(lrs[s] <= 1e-3 for s in range(5, 13))
+    # --recall-warmup-share: the lead steps mix in the other parts (rehearsal), all at the lead rate
+    stage = sft.Stage("stage1", {"s1_recall": part(0), "s1_native": part(1)}, {}, steps=40, lr=1e-3,
+                      lead_part="s1_recall", lead_steps=30, lead_lr=5e-3, lead_share=0.5)
+    writer = Scalars()
+    sft.train_stage(tr, stage, args, writer, deadline=float("inf"), state=None, save_state=None, evaluate=None)
+    parts = {step: tag.rsplit("/", 1)[1] for tag, _, step in writer.rows if tag.startswith("stage1/loss/s1_")}
+    lrs = {step: v for tag, v, step in writer.rows if tag == "stage1/lr"}
+    lead = [parts[s] for s in range(1, 31)]
+    assert 8 <= lead.count("s1_recall") <= 22 and all(lrs[s] == 5e-3 for s in range(1, 31))

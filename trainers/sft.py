@@ -207,6 +207,10 @@ class Args:
                                                           "not form in 1,400 (benchmarks/results/gpu/recall/)"})
     recall_warmup_lr: float = field(default=1e-3, metadata={"help": "learning rate of those steps (linear warm-up, "
                                                             "then constant)"})
+    recall_warmup_share: float = field(default=1.0, metadata={"help": "share of those steps on recall rows; the rest "
+                                                              "sample the other parts as usual (rehearsal: 1,000 "
+                                                              "recall-only steps at 1e-3 made the model forget how to "
+                                                              "see)"})
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
@@ -701,9 +705,10 @@ class Stage:
     next_steps: int = 0            # the next stage's step count (its time is kept free)
     next_share: float = 0.0        # share of the time before end_by kept for the next stage until
                                    # this stage's own step time is measured
-    lead_part: str = ""            # the stage opens with ``lead_steps`` steps on this part alone at ``lead_lr``
-    lead_steps: int = 0
+    lead_part: str = ""            # the stage opens with ``lead_steps`` steps at ``lead_lr``, a share
+    lead_steps: int = 0            # ``lead_share`` of them on this part (the rest sampled as usual)
     lead_lr: float = 0.0
+    lead_share: float = 1.0
 
     def horizon(self, train_s: float, now: float, sec_per_step: float | None) -> float:
         """The training seconds this stage may take in all: up to ``end_by`` minus the time the
@@ -750,13 +755,16 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
         if progress >= 1.0 or stage.steps <= 0 or not names:  # e.g. --stage1-steps 0: a cold start from a base
             break
         t0 = time.time()
-        if step < stage.lead_steps and stage.lead_part in batchers:
-            part, lr = stage.lead_part, learning_rate(stage.lead_lr, step, 0.0, args.warmup)
+        lead = step < stage.lead_steps and stage.lead_part in batchers
+        if lead and (stage.lead_share >= 1.0 or rng.random() < stage.lead_share):
+            part = stage.lead_part
         else:
             allowed = caption_parts if progress < stage.caption_only_until and caption_parts else names
+            allowed = [n for n in allowed if not lead or n != stage.lead_part] or allowed
             p = np.array([share[names.index(n)] for n in allowed])
             part = allowed[int(rng.choice(len(allowed), p=p / p.sum()))]
-            lr = learning_rate(stage.lr, step, progress, args.warmup)
+        lr = learning_rate(stage.lead_lr, step, 0.0, args.warmup) if lead else learning_rate(stage.lr, step, progress,
+                                                                                             args.warmup)
         idx = batchers[part].next()
         for g in opt.param_groups:
             g["lr"] = lr
@@ -949,7 +957,8 @@ def main(args: Args) -> Path:
                 "s1_recall": args.recall_weight}, args.stage1_steps, args.stage1_lr,
                caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
                next_steps=args.stage2_steps, next_share=args.stage2_share,
-               lead_part="s1_recall", lead_steps=args.recall_warmup_steps, lead_lr=args.recall_warmup_lr)
+               lead_part="s1_recall", lead_steps=args.recall_warmup_steps, lead_lr=args.recall_warmup_lr,
+               lead_share=args.recall_warmup_share)
     s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)
     def stopped_early(stage_name, r, alloc_s):
         """Out of time: keep what is learned (``base`` after a cut stage 1; ``cold_start`` marked
