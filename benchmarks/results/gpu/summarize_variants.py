@@ -1,15 +1,18 @@
-"""The table of README.md in this folder: every strong-prior SFT variant of the reading-drill
-calls (benchmarks/gpu_variants.sh on 2x H200), its flags beyond the call's shared ones, and its
-perception (benchmarks/perception.py) and tool prior (benchmarks/prior.py, where measured).
+"""The table of a folder of strong-prior SFT variants (benchmarks/gpu_variants.sh: one sub-folder each, with
+its sft_args.json, perception.json and, where measured, prior.json): its flags, its perception
+(benchmarks/perception.py) and tool prior (benchmarks/prior.py).
 
-    python benchmarks/results/gpu/reading_drills/summarize.py   # rewrites table.md here
+    python benchmarks/results/gpu/summarize_variants.py benchmarks/results/gpu/reading_drills   # rewrites table.md there
+    python benchmarks/results/gpu/summarize_variants.py benchmarks/results/gpu/recall
 """
 import json
+import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 SHOWN = ("stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool", "stage1_reading", "stage1_direct_needle",
-         "oracle_fraction", "grounded_think", "drill_weight", "reading_weight", "tool_weight", "stage1_lr")
+         "stage1_recall", "recall_weight", "recall_warmup_steps", "recall_warmup_share", "recall_warmup_lr",
+         "native_think", "oracle_fraction", "grounded_think", "drill_weight", "reading_weight", "tool_weight",
+         "stage1_lr")
 # (call 2 ran before --reading-weight became --drill-weight; its sft_args.json says reading_weight)
 
 
@@ -17,8 +20,9 @@ def row(folder: Path) -> str:
     args = json.loads((folder / "sft_args.json").read_text())
     a, p = args["args"], json.loads((folder / "perception.json").read_text())
     d = p["details"]
+    idle = {"native_think": "fixed", "recall_warmup_share": 1.0, "recall_warmup_lr": 1e-3, "recall_weight": 1.0}
     flags = ", ".join(f"{k.replace('stage1_', 's1 ')}={a.get(k)}" for k in SHOWN
-                      if a.get(k) not in (None, 0, False) or k == "oracle_fraction")
+                      if (a.get(k) not in (None, 0, False) and a.get(k) != idle.get(k)) or k == "oracle_fraction")
     g, r = d["tool_gain_k4"], d["reading"]["by_family"]
     prior = "-"
     if (folder / "prior.json").is_file():
@@ -31,14 +35,15 @@ def row(folder: Path) -> str:
             f"{r['needle']['accuracy']:.2f} / {r['needle_attribute']['accuracy']:.2f} | {prior} |")
 
 
-def main():
+def main(folder: str):
+    here = Path(folder)
     lines = ["| variant | flags | stage-1 steps | frame F1 | crop F1 | direct (overview shows it) | tool gain K=4 | "
              "acc with tools (calls/ep) | reading | reading needle / attr | prior K=64: kappa greedy / T0.7, "
              "format greedy / T0.7 |", "|---" * 11 + "|"]
-    lines += [row(f) for f in sorted(HERE.iterdir()) if (f / "perception.json").is_file()]
-    (HERE / "table.md").write_text("\n".join(lines) + "\n")
+    lines += [row(f) for f in sorted(here.iterdir()) if (f / "perception.json").is_file()]
+    (here / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parent / "reading_drills"))
