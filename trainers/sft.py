@@ -14,6 +14,10 @@ Stage 1, "base pretraining", teaches the model to SEE and the strong prior its t
     direct drills           ``--stage1-direct-needle``: direct answers on needle questions whose
                             overview shows the needle (both drills on fresh train episodes,
                             sampled ``--drill-weight`` times their size)
+    recall rows             ``--stage1-recall``: text-only associative recall (``agents.lmm.corpus``), dense
+                            practice of the in-context lookup reading needs; ``--recall-warmup-steps`` opens
+                            stage 1 with that many steps at ``--recall-warmup-lr``, ``--recall-warmup-share``
+                            of them on recall rows (all of them at 1e-3 erased perception)
     The first ``--perception-warmup`` of stage 1 trains on captions only (seeing first).
 Stage 2, "cold start": a short SFT on the ParaVT grammar with PARALLEL calls (``<think>``, several
 ``<tool_call>`` JSON blocks in one turn, ``<answer>``): tool traces + direct answers on episodes
@@ -84,7 +88,14 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     (one token in ~100 decides an answer). Stage 2 at 1e-3 costs caption F1 (v5b); at 4e-4 it
     keeps it. Continue with ``--init-from DIR/{prior}/cold_start``.
 
-    Drills (not shipped; 14 strong variants from the shipped v5c, ``benchmarks/gpu_variants.sh``,
+    v6 strong (shipped; benchmarks/results/gpu/recall/ and benchmarks/results/sft_v6/): v5 strong + recall rows
+    and reading drills on one H200 (``--init-from shipped --stage1-recall 100000 --stage1-reading 30000
+    --grounded-think true --answer-weight 10 ...``, 1,423 steps; then ``--recall-warmup-steps 800
+    --recall-warmup-share 0.5``, 2,686 steps), then on the CPU 300 caption-only steps (lr 1e-4), 30 stage-2
+    steps with ``--grounded-think true`` (lr 2e-4) and 150 caption-only steps (lr 5e-5): frame F1 0.935, crop
+    F1 0.936, direct answers 0.49, reading 0.58 (needle_attribute 1.00, needle at chance), tool gain 0.00.
+
+    Drills (14 strong variants from the shipped v5c, ``benchmarks/gpu_variants.sh``,
     table in ``benchmarks/results/gpu/reading_drills/``): ~1,900 stage-1 steps with 40k reading
     drills and ``--grounded-think true`` lift reading (perception.py's ``reading_accuracy``) from
     0.125 to 0.56-0.63, all of it on needle_attribute (1.00; needle stays ~0.2); 1,100 steps with
