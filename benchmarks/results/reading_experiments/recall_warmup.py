@@ -15,13 +15,12 @@ import argparse
 import time
 
 import numpy as np
+import short_lookup  # the script's own folder is on sys.path when run as a script
 import torch
 
 from agents.lmm.corpus import RECALL_MARKS, recall_row, recall_words
 from agents.lmm.policy import TransformersPolicy
 from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
-
-import short_lookup  # noqa: E402  (the script's own folder is on sys.path when run as a script)
 
 
 def pad(tok, rows):
@@ -83,12 +82,14 @@ def main(argv=None):
         if step <= a.recall_steps:
             batch = pad(tok, [recall_row(rng, words, sep) for _ in range(a.batch_size)])
         else:
-            n_recall = int(round(a.recall_share * a.batch_size))
+            n_recall = round(a.recall_share * a.batch_size)
             ids, mask, targets = short_lookup.batch(tok, rng, a.batch_size - n_recall, objects, "caption")
             if n_recall:
                 r = pad(tok, [recall_row(rng, words, sep) for _ in range(n_recall)])
                 width = max(ids.shape[1], r[0].shape[1])
-                widen = lambda x, v: torch.nn.functional.pad(x, (0, width - x.shape[1]), value=v)  # noqa: E731
+
+                def widen(x, v, width=width):
+                    return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=v)
                 ids = torch.cat([widen(ids, tok.pad_token_id), widen(r[0], tok.pad_token_id)])
                 mask = torch.cat([widen(mask, 0), widen(r[1], 0)])
                 targets = torch.cat([widen(targets, -100), widen(r[2], -100)])
