@@ -25,14 +25,7 @@ from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
 
 def pad(tok, rows):
     """Right-padded (ids, mask, targets) of (ids, target mask) rows; targets -100 off the mask."""
-    rows = [(list(i), [int(x) if m else -100 for x, m in zip(i, t)]) for i, t in rows]
-    width = max(len(i) for i, _ in rows)
-    ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    targets = torch.full_like(ids, -100)
-    for r, (i, t) in enumerate(rows):
-        ids[r, :len(i)], mask[r, :len(i)], targets[r, :len(t)] = torch.tensor(i), 1, torch.tensor(t)
-    return ids, mask, targets
+    return short_lookup.pad_rows(tok, [(list(i), [int(x) if m else -100 for x, m in zip(i, t)]) for i, t in rows])
 
 
 def main(argv=None):

@@ -69,10 +69,15 @@ def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1, 
             target.append(ids[-1])
             ids += tok.encode(".", add_special_tokens=False)
         rows.append((ids, target + [-100] * (len(ids) - len(target))))
+    return pad_rows(tok, rows)
+
+
+def pad_rows(tok, rows):
+    """(ids, mask, targets), right-padded, of (ids, targets) rows (targets -100 where nothing is asked)."""
     width = max(len(ids) for ids, _ in rows)
-    out = torch.full((size, width), tok.pad_token_id, dtype=torch.long)
-    mask = torch.zeros(size, width, dtype=torch.long)
-    targets = torch.full((size, width), -100, dtype=torch.long)
+    out = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    targets = torch.full((len(rows), width), -100, dtype=torch.long)
     for i, (ids, target) in enumerate(rows):
         out[i, :len(ids)], mask[i, :len(ids)], targets[i, :len(ids)] = torch.tensor(ids), 1, torch.tensor(target)
     return out, mask, targets
