@@ -212,16 +212,17 @@ class Args:
                                                     "in-context lookup that reading a tool response needs; both priors"})
     recall_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the recall rows "
                                                         "relative to their size"})
-    recall_warmup_steps: int = field(default=0, metadata={"help": "stage 1 opens with this many steps on recall rows "
-                                                          "alone, at --recall-warmup-lr: the lookup forms in a few "
-                                                          "hundred dense steps, mixed in at the stage-1 rate it did "
-                                                          "not form in 1,400 (benchmarks/results/gpu/recall/)"})
+    recall_warmup_steps: int = field(default=0, metadata={"help": "stage 1 opens with this many steps at "
+                                                          "--recall-warmup-lr, --recall-warmup-share of them on recall "
+                                                          "rows: the lookup forms in a few hundred dense steps; mixed "
+                                                          "in at the stage-1 rate it did not form in 1,400 "
+                                                          "(benchmarks/results/gpu/recall/)"})
     recall_warmup_lr: float = field(default=1e-3, metadata={"help": "learning rate of those steps (linear warm-up, "
                                                             "then constant)"})
-    recall_warmup_share: float = field(default=1.0, metadata={"help": "share of those steps on recall rows; the rest "
+    recall_warmup_share: float = field(default=0.5, metadata={"help": "share of those steps on recall rows; the rest "
                                                               "sample the other parts as usual (rehearsal: 1,000 "
-                                                              "recall-only steps at 1e-3 made the model forget how to "
-                                                              "see)"})
+                                                              "recall-only steps at 1e-3, share 1, made the model "
+                                                              "forget how to see)"})
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})

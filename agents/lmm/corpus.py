@@ -155,7 +155,8 @@ THINK_AFTER_TOOL = "The crops answer it."
 # the cold start teaches one fixed line per decision. Each opener starts with its own token and none with
 # a ParaVT line's ("I", "The"), so the first token of a turn picks the dialect: once the cold start has
 # made the fixed line the single likeliest opener, greedy decoding takes it, while sampling still opens
-# many turns the native way and carries on in that dialect (the paper's format fragility).
+# many turns the native way and carries on in that dialect (the paper's format fragility). Measured, it
+# did not: ten cold-start steps erased the native openers under sampling too (benchmarks/results/gpu/recall/).
 NATIVE_THINK = {
     "tool": ("Let me crop the video.", "So, a closer look at the video.", "Now crop the video.", "Okay, the tool."),
     "answer_after_tool": ("So the crops show it.", "Now the answer.", "Okay, the answer.", "Let me answer."),
