@@ -614,6 +614,38 @@ def test_grounded_think_names_the_needle_the_responses_show():
     assert sft.data_key(sft.Args(grounded_think=True)) != sft.data_key(sft.Args())
 
 
+def test_option_think_restates_the_options_letter_after_object_and_ends_with_the_answer_letter():
+    """--option-think: the grounded line of a needle (multiple-choice) answer restates every option in the
+    prompt's order with its letter after the object, then names the seen object followed by its letter, and
+    that letter is the answer; needle_attribute keeps the plain grounded line. Its own data key; without
+    --grounded-think it is refused."""
+    import re
+
+    from trainers import sft
+
+    samples = build_corpus(0, 0, 0, "paravt", seed=2, wc=WorldConfig(), n_reading=24, grounded_think="options",
+                           families=("needle", "needle_attribute"), oracle_fraction=1.0, index_range=(0, 3000))
+    restated = 0
+    for s in samples:
+        last = s.assistant_texts[-1]
+        think, answer = last.split("</think>")[0], re.search(r"<answer>(.*?)</answer>", last).group(1)
+        if s.meta["family"] == "needle" and "The crops show a " in think:
+            q = s.messages[1]["content"][-1]["text"]
+            options = re.findall(r"^([A-D])\. (.+)$", q, flags=re.M)
+            assert think.startswith("<think>\n" + "; ".join(f"{k}. {o} {k}" for k, o in options) + ". ")
+            seen, letter = re.search(r"The crops show a (\w+ \w+) ([A-D])\.", think).groups()
+            assert letter == answer and dict(options)[letter] == seen and s.meta["correct"]
+            restated += 1
+        elif s.meta["family"] == "needle_attribute":
+            assert "; " not in think
+    assert restated >= 5
+    key = sft.data_key(sft.Args(grounded_think=True, option_think=True))
+    assert key != sft.data_key(sft.Args(grounded_think=True)) and sft.data_key(sft.Args()) == sft.data_key(
+        sft.Args(option_think=False))
+    with pytest.raises(SystemExit, match="--grounded-think"):
+        sft.main(sft.Args(option_think=True, out="/nonexistent/never-written"))
+
+
 def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():
     """--stage1-reading: tool traces on needle questions from train episodes past dataset_size,
     whose loss mask covers the final answer turn alone (calls and responses are context); the

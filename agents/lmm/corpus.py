@@ -74,6 +74,7 @@ from agents.scripted import make_agent
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn
+from paravt_env.questions import LETTERS
 from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
 from paravt_env.world import uniform_timestamps
@@ -173,11 +174,22 @@ def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
     return THINK_DIRECT
 
 
-def grounded_after_tool(env) -> str | None:
+def restated_options(question) -> str:
+    """The options written back with each letter AFTER its object: "A. red star A; B. blue circle B"."""
+    return "; ".join(f"{LETTERS[i]}. {o} {LETTERS[i]}" for i, o in enumerate(question.options))
+
+
+def grounded_after_tool(env, restate_options: bool = False) -> str | None:
     """A think line that names what the tool responses say about the question's needle, e.g.
     "The crops show a white star." (needle and needle_attribute questions, when the responses name
     exactly one needle that is the answer). It splits the answer into two one-step moves: copy the
-    object from the responses, then match it to an option. None otherwise."""
+    object from the responses, then match it to an option. None otherwise.
+    ``restate_options`` (multiple choice): the line first restates the options with each letter after its
+    object (:func:`restated_options`) and ends with the letter: "A. red star A; B. white star B. The crops
+    show a white star B." The match is then a forward copy (the token after the earlier mention of the
+    object), which a small model learns in hundreds of steps; the prompt's own order (letter before object)
+    needs a backward one, which it had not learned in thousands
+    (benchmarks/results/reading_experiments/short_lookup.txt)."""
     q = env.episode.question
     if q.family not in ("needle", "needle_attribute"):
         return None
@@ -186,7 +198,12 @@ def grounded_after_tool(env) -> str | None:
     truth = q.options[ord(q.answer) - ord("A")] if q.answer_type == "mcq" else str(q.answer)
     hits = {f"{c} {sh}" for c, sh, _ in caption_needles(said)
             if truth == f"{c} {sh}" or (truth in (c, sh) and (c in q.text or sh in q.text))}
-    return f"The crops show a {hits.pop()}." if len(hits) == 1 else None
+    if len(hits) != 1:
+        return None
+    seen = hits.pop()
+    if restate_options and q.answer_type == "mcq":
+        return f"{restated_options(q)}. The crops show a {seen} {q.answer}."
+    return f"The crops show a {seen}."
 
 
 def round_windows(windows) -> list[tuple[float, float]]:
@@ -244,11 +261,12 @@ def _decision(agent_text: str):
 
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
-                 close_think_p: float = 0.3, grounded_think: bool = False, native_share: float = 0.0,
+                 close_think_p: float = 0.3, grounded_think: bool | str = False, native_share: float = 0.0,
                  native_think: str = "fixed") -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
-    ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies.
+    ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
+    (``"options"``: with the options restated).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"``: native turns open with one of
     :data:`NATIVE_THINK`'s lines for their decision, drawn from ``rng`` ("fixed": the ParaVT lines)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
@@ -264,7 +282,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if dialect == "native" and native_think == "varied":
             think = str(rng.choice(NATIVE_THINK[decision]))
         if grounded_think and decision == "answer_after_tool":
-            think = grounded_after_tool(env.unwrapped) or think
+            think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
                            native_share=native_share)
         obs, reward, term, trunc, info = env.step(text)
@@ -397,7 +415,7 @@ def caption_samples(n_frame: int, n_caption: int, *, rng: np.random.Generator, w
 def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, *, seed: int,
                  wc: WorldConfig, direct_dialect: str = "paravt", oracle_fraction: float = 0.25,
                  keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
-                 index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool = False,
+                 index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool | str = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
                  native_share: float = 0.0, native_think: str = "fixed") -> list[Sample]:

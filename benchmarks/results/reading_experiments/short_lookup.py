@@ -54,11 +54,36 @@ def example_letter(rng: np.random.Generator, n: int, form: str, queries: int) ->
     return f"Options: {lines}. Objects: {what}.", [(" Which option appears?", "ABCD"[seen])] * queries
 
 
+def example_restated(rng: np.random.Generator, n: int, form: str, queries: int):
+    """The letter lookup made forward: before answering, the row restates each option with its letter AFTER
+    the object ("A. blue circle A; B. red star B."), so the answer is the token that follows the seen object's
+    restated copy (what an induction head copies), not the one before its option line. Returns (prompt,
+    restatement, answer letter); the restatement is trained (teacher-forced) too."""
+    prompt, asked = example_letter(rng, n, form, 1)
+    lines = prompt[len("Options: "):prompt.index(". Objects:")].split("; ")
+    letter = asked[0][1]
+    seen = lines["ABCD".index(letter)][3:]
+    restated = "; ".join(f"{line} {line[0]}" for line in lines)
+    return prompt + " Which option appears?", f" {restated}. So {seen}", letter
+
+
 def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1, task: str = "colour"):
     """(ids, mask, targets): right-padded rows of n[0]..n[1] objects; targets -100 except at each answer's
-    colour token."""
+    colour token (task restated: also the restatement's tokens, but the returned accuracy mask is the
+    answer only; see :func:`answer_mask`)."""
     rows = []
     for _ in range(size):
+        if task == "restated":
+            prompt, restated, letter = example_restated(rng, int(rng.integers(n[0], n[1] + 1)), form, 1)
+            ids = tok.encode(prompt, add_special_tokens=False)
+            target = [-100] * len(ids)
+            r = tok.encode(restated, add_special_tokens=False)
+            ids += r
+            target += [-2 - t for t in r]  # restatement tokens: trained, not scored (decoded in the loss)
+            ids.append(tok.encode(" " + letter, add_special_tokens=False)[0])
+            target.append(ids[-1])
+            rows.append((ids, target))
+            continue
         make = example_letter if task == "letter" else example
         objects, asked = make(rng, int(rng.integers(n[0], n[1] + 1)), form, queries)
         ids, target = tok.encode(objects, add_special_tokens=False), []
@@ -89,9 +114,10 @@ def main(argv=None):
     p.add_argument("--objects", default="4", help="objects in a training list: N, or LOW-HIGH (each list draws one)")
     p.add_argument("--eval-objects", type=int, default=None, help="objects in a held-out list (default: the most)")
     p.add_argument("--form", choices=("bare", "caption"), default="bare")
-    p.add_argument("--task", choices=("colour", "letter"), default="colour",
+    p.add_argument("--task", choices=("colour", "letter", "restated"), default="colour",
                    help="colour: the colour before the named shape; letter: the option letter of the seen object "
-                        "(--objects is then the number of options, at most 4)")
+                        "(--objects is then the number of options, at most 4); restated: letter, after a trained "
+                        "restatement of the options with each letter after its object")
     p.add_argument("--queries", type=int, default=1, help="questions about one object list (each answer a target)")
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=64)
@@ -119,9 +145,11 @@ def main(argv=None):
     def loss_and_accuracy(ids, mask, targets):
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
         targets = targets[:, 1:]
-        seen = targets != -100
-        loss = torch.nn.functional.cross_entropy(logits[seen], targets[seen])
-        return loss, float((logits[seen].argmax(-1) == targets[seen]).float().mean())
+        scored = targets >= 0
+        trained = targets != -100
+        labels = torch.where(targets <= -2, -2 - targets, targets)  # restatement tokens are stored as -2 - id
+        loss = torch.nn.functional.cross_entropy(logits[trained], labels[trained])
+        return loss, float((logits[scored].argmax(-1) == targets[scored]).float().mean())
 
     t0 = time.time()
     for step in range(1, a.steps + 1):
