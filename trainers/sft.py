@@ -102,6 +102,10 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     20k did not; the same steps on more ordinary tool traces did not either. No variant gained
     from its own tools (tool gain -0.07 to +0.05), and direct drills cost reading.
 
+    Option think (benchmarks/results/option_think/): v6 + 401 CPU steps of reading drills with
+    ``--grounded-think true --option-think true`` (the options restated, letter after object) beside
+    captions: needle reading 0.17 -> 0.83, reading 0.92; crop F1 fell to 0.81 and K = 4 calls to 0.
+
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
     python trainers/sft.py --preset gpu --tool-prior both --out checkpoints/gpu            # both priors,
