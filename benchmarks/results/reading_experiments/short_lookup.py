@@ -41,40 +41,42 @@ def example(rng: np.random.Generator, n: int, form: str, queries: int) -> tuple[
             [(f" What colour is the {SHAPES[shapes[k]]}?", COLOUR_NAMES[colours[k]]) for k in asked])
 
 
+def _letter_options(rng: np.random.Generator, n: int, form: str) -> tuple[str, list[str], int]:
+    """(prompt "Options: A. ...; B. .... Objects: <seen>.", the option objects, the seen one's index)."""
+    objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
+    options = [f"{c} {s}" for c, s in (objs[i] for i in rng.choice(len(objs), n, replace=False))]
+    seen = int(rng.integers(n))
+    what = options[seen] + (f" at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({rng.uniform(0, 500):.1f} s)"
+                            if form == "caption" else "")
+    lines = "; ".join(f"{'ABCD'[i]}. {o}" for i, o in enumerate(options))
+    return f"Options: {lines}. Objects: {what}.", options, seen
+
+
 def example_letter(rng: np.random.Generator, n: int, form: str, queries: int) -> tuple[str, list[tuple[str, str]]]:
     """The option-letter lookup: n options (objects of distinct colour-shape pairs, some sharing a colour or
     a shape), one of them seen; the answer is the letter before the seen object's option line."""
-    objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
-    options = [objs[i] for i in rng.choice(len(objs), n, replace=False)]
-    seen = int(rng.integers(n))
-    colour, shape = options[seen]
-    what = f"{colour} {shape}" + (f" at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({rng.uniform(0, 500):.1f} s)"
-                                  if form == "caption" else "")
-    lines = "; ".join(f"{'ABCD'[i]}. {c} {s}" for i, (c, s) in enumerate(options))
-    return f"Options: {lines}. Objects: {what}.", [(" Which option appears?", "ABCD"[seen])] * queries
+    prompt, _, seen = _letter_options(rng, n, form)
+    return prompt, [(" Which option appears?", "ABCD"[seen])] * queries
 
 
-def example_restated(rng: np.random.Generator, n: int, form: str, queries: int):
+def example_restated(rng: np.random.Generator, n: int, form: str):
     """The letter lookup made forward: before answering, the row restates each option with its letter AFTER
     the object ("A. blue circle A; B. red star B."), so the answer is the token that follows the seen object's
     restated copy (what an induction head copies), not the one before its option line. Returns (prompt,
     restatement, answer letter); the restatement is trained (teacher-forced) too."""
-    prompt, asked = example_letter(rng, n, form, 1)
-    lines = prompt[len("Options: "):prompt.index(". Objects:")].split("; ")
-    letter = asked[0][1]
-    seen = lines["ABCD".index(letter)][3:]
-    restated = "; ".join(f"{line} {line[0]}" for line in lines)
-    return prompt + " Which option appears?", f" {restated}. So {seen}", letter
+    prompt, options, seen = _letter_options(rng, n, form)
+    restated = "; ".join(f"{'ABCD'[i]}. {o} {'ABCD'[i]}" for i, o in enumerate(options))
+    return prompt + " Which option appears?", f" {restated}. So {options[seen]}", "ABCD"[seen]
 
 
 def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1, task: str = "colour"):
     """(ids, mask, targets): right-padded rows of n[0]..n[1] objects; targets -100 except at each answer's
-    colour token (task restated: also the restatement's tokens, but the returned accuracy mask is the
-    answer only; see :func:`answer_mask`)."""
+    colour token. Task restated: the restatement's tokens are trained too, stored as -2 - id so that
+    accuracy counts the answer alone."""
     rows = []
     for _ in range(size):
         if task == "restated":
-            prompt, restated, letter = example_restated(rng, int(rng.integers(n[0], n[1] + 1)), form, 1)
+            prompt, restated, letter = example_restated(rng, int(rng.integers(n[0], n[1] + 1)), form)
             ids = tok.encode(prompt, add_special_tokens=False)
             target = [-100] * len(ids)
             r = tok.encode(restated, add_special_tokens=False)
