@@ -646,6 +646,46 @@ def test_option_think_restates_the_options_letter_after_object_and_ends_with_the
         sft.main(sft.Args(option_think=True, out="/nonexistent/never-written"))
 
 
+def test_direct_think_names_the_needle_the_overview_shows_then_its_letter():
+    """--direct-think: a direct answer on a needle question thinks what the overview shows of the needle
+    (the object is in the world's caption of the overview frames and is the answer; multiple choice
+    restates the options and ends with the answer's letter); global answers keep the fixed line; tool
+    traces are untouched; its own data key, the default key unchanged."""
+    import re
+
+    from agents.lmm.corpus import THINK_DIRECT, caption_objects
+    from trainers import sft
+
+    samples = [s for fams in (("needle", "needle_attribute"), ("global",))
+               for s in build_corpus(0, 20 if len(fams) == 2 else 4, 0, "paravt", seed=4, wc=WorldConfig(),
+                                     grounded_think="options", grounded_direct_think=True, families=fams,
+                                     index_range=(0, 3000), budgets=(32, 64))]
+    env = WorldConfig().env("train", nframes_gating=True)
+    grounded = {"needle": 0, "needle_attribute": 0}
+    for s in samples:
+        think, answer = s.assistant_texts[-1].split("</think>")
+        answer = re.search(r"<answer>(.*?)</answer>", answer).group(1)
+        if s.meta["family"] == "global":
+            assert THINK_DIRECT in think
+            continue
+        env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
+        shown = env.unwrapped.episode.source.caption(env.unwrapped.overview.timestamps)
+        seen = re.search(r"The overview shows a (\w+ \w+)", think).group(1)
+        assert seen in caption_objects(shown) and s.meta["correct"]
+        if s.meta["family"] == "needle":
+            assert think.rstrip().endswith(f"{seen} {answer}.") and "; " in think
+        else:
+            assert seen.split()[0] == answer and "; " not in think
+        grounded[s.meta["family"]] += 1
+    env.close()
+    assert min(grounded.values()) >= 4, grounded
+    tools = build_corpus(0, 0, 6, "paravt", seed=4, wc=WorldConfig(), grounded_direct_think=True,
+                         families=("needle",), index_range=(0, 3000), budgets=(4,))
+    assert not any("overview shows" in t for s in tools for t in s.assistant_texts)
+    assert sft.data_key(sft.Args(direct_think=True)) != sft.data_key(sft.Args()) == sft.data_key(
+        sft.Args(direct_think=False))
+
+
 def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():
     """--stage1-reading: tool traces on needle questions from train episodes past dataset_size,
     whose loss mask covers the final answer turn alone (calls and responses are context); the

@@ -242,6 +242,11 @@ class Args:
                                                         "after its object and ends with the letter ('A. red star A; "
                                                         "B. white star B. The crops show a white star B.'), so "
                                                         "matching the object to its option is a forward copy"})
+    direct_think: bool = field(default=False, metadata={"help": "direct answers on needle questions first think "
+                                                        "what the overview shows of the question's needle ('The "
+                                                        "overview shows a white star.', options restated with "
+                                                        "--option-think; agents.lmm.corpus.grounded_direct): the object "
+                                                        "is named before its option is matched"})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
@@ -322,7 +327,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "grounded_think",
-               "option_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
+               "option_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share")
 
 
@@ -377,7 +382,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     priors = priors or (("strong", "weak") if args.tool_prior == "both" else (args.tool_prior,))
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
                   keep_wrong=args.keep_wrong, caption=args.caption_config(),
-                  grounded_think="options" if args.grounded_think and args.option_think else args.grounded_think)
+                  grounded_think="options" if args.grounded_think and args.option_think else args.grounded_think,
+                  **({"grounded_direct_think": True} if args.direct_think else {}))
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
@@ -428,7 +434,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    for late in ("grounded_think", "option_think", "stage1_reading", "stage1_direct_needle", "stage1_recall",
+    for late in ("grounded_think", "option_think", "direct_think", "stage1_reading", "stage1_direct_needle", "stage1_recall",
                  "stage2_native_share"):  # added later: corpora built before them keep their key
         if not d[late]:
             del d[late]

@@ -179,11 +179,11 @@ def restated_options(question) -> str:
     return "; ".join(f"{LETTERS[i]}. {o} {LETTERS[i]}" for i, o in enumerate(question.options))
 
 
-def grounded_after_tool(env, restate_options: bool = False) -> str | None:
-    """A think line that names what the tool responses say about the question's needle, e.g.
-    "The crops show a white star." (needle and needle_attribute questions, when the responses name
-    exactly one needle that is the answer). It splits the answer into two one-step moves: copy the
-    object from the responses, then match it to an option. None otherwise.
+def grounded_line(env, said: str, seen_by: str, restate_options: bool = False) -> str | None:
+    """A think line that names what ``said`` (text of what the agent saw) shows of the question's needle,
+    e.g. "The crops show a white star." (needle and needle_attribute questions, when ``said`` names exactly
+    one needle that is the answer). It splits the answer into two one-step moves: name the object, then
+    match it to an option. None otherwise. ``seen_by`` opens the sentence ("The crops show").
     ``restate_options`` (multiple choice): the line first restates the options with each letter after its
     object (:func:`restated_options`) and ends with the letter: "A. red star A; B. white star B. The crops
     show a white star B." The match is then a forward copy (the token after the earlier mention of the
@@ -191,10 +191,8 @@ def grounded_after_tool(env, restate_options: bool = False) -> str | None:
     needs a backward one, which it had not learned in thousands
     (benchmarks/results/reading_experiments/short_lookup.txt)."""
     q = env.episode.question
-    if q.family not in ("needle", "needle_attribute"):
+    if q.family not in READING_FAMILIES:
         return None
-    users = [m for m in env.messages if m["role"] == "user"][1:]  # the first holds the overview and question
-    said = " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
     truth = q.options[ord(q.answer) - ord("A")] if q.answer_type == "mcq" else str(q.answer)
     hits = {f"{c} {sh}" for c, sh, _ in caption_needles(said)
             if truth == f"{c} {sh}" or (truth in (c, sh) and (c in q.text or sh in q.text))}
@@ -202,8 +200,23 @@ def grounded_after_tool(env, restate_options: bool = False) -> str | None:
         return None
     seen = hits.pop()
     if restate_options and q.answer_type == "mcq":
-        return f"{restated_options(q)}. The crops show a {seen} {q.answer}."
-    return f"The crops show a {seen}."
+        return f"{restated_options(q)}. {seen_by} a {seen} {q.answer}."
+    return f"{seen_by} a {seen}."
+
+
+def grounded_after_tool(env, restate_options: bool = False) -> str | None:
+    """:func:`grounded_line` of the tool responses: "The crops show a white star." """
+    users = [m for m in env.messages if m["role"] == "user"][1:]  # the first holds the overview and question
+    said = " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
+    return grounded_line(env, said, "The crops show", restate_options)
+
+
+def grounded_direct(env, restate_options: bool = False) -> str | None:
+    """:func:`grounded_line` of the overview (a direct answer): "The overview shows a white star." What the
+    overview shows is the world's caption of its frames, so the line names an object only when one of the
+    K frames shows it."""
+    said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
+    return grounded_line(env, said, "The overview shows", restate_options)
 
 
 def round_windows(windows) -> list[tuple[float, float]]:
@@ -262,11 +275,13 @@ def _decision(agent_text: str):
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
                  close_think_p: float = 0.3, grounded_think: bool | str = False, native_share: float = 0.0,
-                 native_think: str = "fixed") -> Sample:
+                 native_think: str = "fixed", grounded_direct_think: bool = False) -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
-    (``"options"``: with the options restated).
+    (``"options"``: with the options restated). ``grounded_direct_think``: a direct answer (no tool call)
+    thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
+    ``"options"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"``: native turns open with one of
     :data:`NATIVE_THINK`'s lines for their decision, drawn from ``rng`` ("fixed": the ParaVT lines)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
@@ -283,6 +298,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = str(rng.choice(NATIVE_THINK[decision]))
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
+        if grounded_direct_think and decision == "direct":
+            think = grounded_direct(env.unwrapped, restate_options=grounded_think == "options") or think
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
                            native_share=native_share)
         obs, reward, term, trunc, info = env.step(text)
@@ -418,7 +435,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool | str = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
-                 native_share: float = 0.0, native_think: str = "fixed") -> list[Sample]:
+                 native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool = False
+                 ) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -438,7 +456,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     corpus may come out a little smaller than asked; rare with the default world settings).
     ``native_share``: the format markers of the tool traces and direct answers written the native way
     with this probability (:func:`render_turn`; ParaVT dialect only; reading drills never).
-    ``native_think``: how native-dialect turns open (:func:`play_episode`).
+    ``native_think``: how native-dialect turns open; ``grounded_direct_think``: direct answers think what the
+    overview shows (both :func:`play_episode`).
     ``families`` restricts the direct and tool draws to those question families (reading drills:
     ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
@@ -473,7 +492,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         s = None
         for _ in range(max_tries):
             i, k = draw(want_visible, families)
-            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think, share, native_think)
+            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think, share, native_think,
+                             grounded_direct_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
         return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
