@@ -646,44 +646,52 @@ def test_option_think_restates_the_options_letter_after_object_and_ends_with_the
         sft.main(sft.Args(option_think=True, out="/nonexistent/never-written"))
 
 
-def test_direct_think_names_the_needle_the_overview_shows_then_its_letter():
+def test_direct_think_names_the_needle_or_scene_the_overview_shows_then_its_letter():
     """--direct-think: a direct answer on a needle question thinks what the overview shows of the needle
     (the object is in the world's caption of the overview frames and is the answer; multiple choice
-    restates the options and ends with the answer's letter); global answers keep the fixed line; tool
-    traces are untouched; its own data key, the default key unchanged."""
+    restates the options and ends with the answer's letter); with "all" a global answer names the option
+    scene the overview shows, with "needle" it keeps the fixed line; tool traces are untouched; its own
+    data key, the default key unchanged."""
     import re
 
-    from agents.lmm.corpus import THINK_DIRECT, caption_objects
+    from agents.lmm.corpus import THINK_DIRECT, caption_objects, caption_scenes
     from trainers import sft
 
-    samples = [s for fams in (("needle", "needle_attribute"), ("global",))
-               for s in build_corpus(0, 20 if len(fams) == 2 else 4, 0, "paravt", seed=4, wc=WorldConfig(),
-                                     grounded_think="options", grounded_direct_think=True, families=fams,
-                                     index_range=(0, 3000), budgets=(32, 64))]
     env = WorldConfig().env("train", nframes_gating=True)
-    grounded = {"needle": 0, "needle_attribute": 0}
-    for s in samples:
-        think, answer = s.assistant_texts[-1].split("</think>")
-        answer = re.search(r"<answer>(.*?)</answer>", answer).group(1)
-        if s.meta["family"] == "global":
-            assert THINK_DIRECT in think
-            continue
-        env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
-        shown = env.unwrapped.episode.source.caption(env.unwrapped.overview.timestamps)
-        seen = re.search(r"The overview shows a (\w+ \w+)", think).group(1)
-        assert seen in caption_objects(shown) and s.meta["correct"]
-        if s.meta["family"] == "needle":
-            assert think.rstrip().endswith(f"{seen} {answer}.") and "; " in think
-        else:
-            assert seen.split()[0] == answer and "; " not in think
-        grounded[s.meta["family"]] += 1
+    grounded = {"needle": 0, "needle_attribute": 0, "global": 0}
+    for mode in ("needle", "all"):
+        samples = [s for fams in (("needle", "needle_attribute"), ("global",))
+                   for s in build_corpus(0, 20 if len(fams) == 2 else 6, 0, "paravt", seed=4, wc=WorldConfig(),
+                                         grounded_think="options", grounded_direct_think=mode, families=fams,
+                                         index_range=(0, 3000), budgets=(32, 64))]
+        for s in samples:
+            think, answer = s.assistant_texts[-1].split("</think>")
+            answer = re.search(r"<answer>(.*?)</answer>", answer).group(1)
+            env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
+            shown = env.unwrapped.episode.source.caption(env.unwrapped.overview.timestamps)
+            assert s.meta["correct"]
+            if s.meta["family"] == "global":
+                if mode == "needle":
+                    assert THINK_DIRECT in think
+                    continue
+                scene = re.search(r"The overview shows the (\w+) scene ([A-D])\.", think)
+                assert scene.group(1) in caption_scenes(shown) and scene.group(2) == answer and "; " in think
+            else:
+                seen = re.search(r"The overview shows a (\w+ \w+)", think).group(1)
+                assert seen in caption_objects(shown)
+                if s.meta["family"] == "needle":
+                    assert think.rstrip().endswith(f"{seen} {answer}.") and "; " in think
+                else:
+                    assert seen.split()[0] == answer and "; " not in think
+            grounded[s.meta["family"]] += 1
     env.close()
     assert min(grounded.values()) >= 4, grounded
-    tools = build_corpus(0, 0, 6, "paravt", seed=4, wc=WorldConfig(), grounded_direct_think=True,
-                         families=("needle",), index_range=(0, 3000), budgets=(4,))
+    tools = build_corpus(0, 0, 6, "paravt", seed=4, wc=WorldConfig(), grounded_direct_think="all",
+                         families=("needle", "global"), index_range=(0, 3000), budgets=(4,))
     assert not any("overview shows" in t for s in tools for t in s.assistant_texts)
-    assert sft.data_key(sft.Args(direct_think=True)) != sft.data_key(sft.Args()) == sft.data_key(
-        sft.Args(direct_think=False))
+    keys = {sft.data_key(sft.Args(direct_think=m)) for m in ("none", "needle", "all")}
+    assert len(keys) == 3 and sft.data_key(sft.Args()) == sft.data_key(sft.Args(direct_think="none"))
+    assert sft.parse_args(["--direct-think", "all"]).direct_think == "all"
 
 
 def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():
@@ -718,7 +726,10 @@ def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_ke
     assert kwargs["wc"].dataset_size == kwargs["index_range"][1]
     assert sft.native_count(sft.Args(tool_prior="weak", stage1_reading=40), "weak", 40) == 0
     assert "s1_reading" not in sft.corpus_plan(sft.Args(tool_prior="weak", stage1_reading=40))
-    assert kwargs["oracle_fraction"] == sft.READING_ORACLE_FRACTION
+    assert kwargs["oracle_fraction"] == strong.reading_oracle_fraction == 0.5
+    fewer = sft.Args(stage1_reading=40, reading_oracle_fraction=0.2)
+    assert sft.corpus_plan(fewer)["s1_reading"][1]["oracle_fraction"] == 0.2
+    assert sft.data_key(fewer) != sft.data_key(strong)
     assert sft.data_key(strong) != sft.data_key(sft.Args()) and "stage1_reading" in sft.DATA_FIELDS
     counts, kwargs = sft.corpus_plan(sft.Args(tool_prior="weak", stage1_direct_needle=7))["s1_direct_needle"]
     assert counts == {"n_direct": 7} and kwargs["families"] == ("needle", "needle_attribute")

@@ -233,6 +233,10 @@ class Args:
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
+    reading_oracle_fraction: float = field(default=0.5, metadata={"help": "reading drills played by the oracle (one "
+                                                                  "response to read; the rest: the scene agent, "
+                                                                  "whose tilings return several objects). Drills train "
+                                                                  "no call, so the oracle's windows teach none"})
     grounded_think: bool = field(default=False, metadata={"help": "tool traces: the answer after tool turns first "
                                                                   "thinks what the crops show of the question's needle "
                                                                   "('The crops show a white star.'; "
@@ -242,11 +246,13 @@ class Args:
                                                         "after its object and ends with the letter ('A. red star A; "
                                                         "B. white star B. The crops show a white star B.'), so "
                                                         "matching the object to its option is a forward copy"})
-    direct_think: bool = field(default=False, metadata={"help": "direct answers on needle questions first think "
-                                                        "what the overview shows of the question's needle ('The "
-                                                        "overview shows a white star.', options restated with "
-                                                        "--option-think; agents.lmm.corpus.grounded_direct): the object "
-                                                        "is named before its option is matched"})
+    direct_think: str = field(default="none", metadata={"help": "direct answers first think what the overview "
+                                                       "shows (agents.lmm.corpus.grounded_direct; options restated "
+                                                       "with --option-think). needle: on needle questions ('The "
+                                                       "overview shows a white star.'); all: on global ones too "
+                                                       "('The overview shows the cave scene.'): the object or scene "
+                                                       "is named before its option is matched",
+                                                       "choices": ("none", "needle", "all")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
@@ -326,7 +332,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "grounded_think",
+               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "grounded_think",
                "option_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share")
 
@@ -371,9 +377,6 @@ PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_dire
 # Drills come from train-split episodes past the world's dataset_size (fresh videos, never
 # validation's: a split owns every third video), so no drill repeats an episode the other parts use.
 DRILL_EPISODES = 60_000
-# Reading drills train no call, so the oracle's tight windows may play half of them (one response
-# to read) without teaching calls a model cannot know to make; the scene agent's tilings give the rest.
-READING_ORACLE_FRACTION = 0.5
 
 
 def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
@@ -383,7 +386,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
                   keep_wrong=args.keep_wrong, caption=args.caption_config(),
                   grounded_think="options" if args.grounded_think and args.option_think else args.grounded_think,
-                  **({"grounded_direct_think": True} if args.direct_think else {}))
+                  **({"grounded_direct_think": args.direct_think} if args.direct_think != "none" else {}))
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
@@ -400,7 +403,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES)
     if any(native_count(args, p, args.stage1_reading) for p in priors):
         plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
-                              dict(drills, oracle_fraction=READING_ORACLE_FRACTION))
+                              dict(drills, oracle_fraction=args.reading_oracle_fraction))
     if args.stage1_direct_needle:
         plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle), drills)
     if args.stage1_recall:
@@ -434,12 +437,16 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    for late in ("grounded_think", "option_think", "direct_think", "stage1_reading", "stage1_direct_needle", "stage1_recall",
+    for late in ("grounded_think", "option_think", "stage1_reading", "stage1_direct_needle", "stage1_recall",
                  "stage2_native_share"):  # added later: corpora built before them keep their key
         if not d[late]:
             del d[late]
     if d["native_think"] == "fixed":
         del d["native_think"]
+    if d["direct_think"] == "none":
+        del d["direct_think"]
+    if d["reading_oracle_fraction"] == 0.5 or not args.stage1_reading:  # the fixed share before the flag
+        del d["reading_oracle_fraction"]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

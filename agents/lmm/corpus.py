@@ -211,11 +211,21 @@ def grounded_after_tool(env, restate_options: bool = False) -> str | None:
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-def grounded_direct(env, restate_options: bool = False) -> str | None:
+def grounded_direct(env, restate_options: bool = False, scenes: bool = False) -> str | None:
     """:func:`grounded_line` of the overview (a direct answer): "The overview shows a white star." What the
     overview shows is the world's caption of its frames, so the line names an object only when one of the
-    K frames shows it."""
+    K frames shows it. ``scenes``: a global question ("which scene occurs") thinks the option scene the
+    overview shows, "The overview shows the cave scene." (options restated: "...; D. city D. The overview
+    shows the cave scene B.")."""
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
+    q = env.episode.question
+    if scenes and q.family == "global":
+        shown = [o for o in q.options if o in caption_scenes(said)]
+        if len(shown) != 1 or shown[0] != q.options[ord(q.answer) - ord("A")]:
+            return None
+        if restate_options:
+            return f"{restated_options(q)}. The overview shows the {shown[0]} scene {q.answer}."
+        return f"The overview shows the {shown[0]} scene."
     return grounded_line(env, said, "The overview shows", restate_options)
 
 
@@ -275,13 +285,13 @@ def _decision(agent_text: str):
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
                  close_think_p: float = 0.3, grounded_think: bool | str = False, native_share: float = 0.0,
-                 native_think: str = "fixed", grounded_direct_think: bool = False) -> Sample:
+                 native_think: str = "fixed", grounded_direct_think: bool | str = False) -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
     (``"options"``: with the options restated). ``grounded_direct_think``: a direct answer (no tool call)
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
-    ``"options"``).
+    ``"options"``): on needle questions (True or ``"needle"``), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"``: native turns open with one of
     :data:`NATIVE_THINK`'s lines for their decision, drawn from ``rng`` ("fixed": the ParaVT lines)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
@@ -299,7 +309,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
         if grounded_direct_think and decision == "direct":
-            think = grounded_direct(env.unwrapped, restate_options=grounded_think == "options") or think
+            think = grounded_direct(env.unwrapped, restate_options=grounded_think == "options",
+                                    scenes=grounded_direct_think == "all") or think
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
                            native_share=native_share)
         obs, reward, term, trunc, info = env.step(text)
@@ -435,7 +446,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool | str = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
-                 native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool = False
+                 native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False
                  ) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
