@@ -1,4 +1,4 @@
-"""The table of a folder of strong-prior SFT variants (benchmarks/gpu_variants.sh: one sub-folder each, with
+"""The table of a folder of SFT variants (benchmarks/gpu_variants.sh: one sub-folder each, with
 its sft_args.json, perception.json and, where measured, prior.json): its flags, its perception
 (benchmarks/perception.py) and tool prior (benchmarks/prior.py).
 
@@ -9,10 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-SHOWN = ("stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool", "stage1_reading", "stage1_direct_needle",
+SHOWN = ("tool_prior", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool", "stage1_reading", "stage1_direct_needle",
          "stage1_recall", "recall_weight", "recall_warmup_steps", "recall_warmup_share", "recall_warmup_lr",
-         "native_think", "oracle_fraction", "grounded_think", "drill_weight", "reading_weight", "tool_weight",
-         "stage1_lr")
+         "native_think", "oracle_fraction", "reading_oracle_fraction", "grounded_think", "option_think", "direct_think",
+         "drill_weight", "reading_weight", "tool_weight", "stage1_lr")
 # (call 2 ran before --reading-weight became --drill-weight; its sft_args.json says reading_weight)
 
 
@@ -20,7 +20,8 @@ def row(folder: Path) -> str:
     args = json.loads((folder / "sft_args.json").read_text())
     a, p = args["args"], json.loads((folder / "perception.json").read_text())
     d = p["details"]
-    idle = {"native_think": "fixed", "recall_warmup_share": 1.0, "recall_warmup_lr": 1e-3, "recall_weight": 1.0}
+    idle = {"native_think": "fixed", "recall_warmup_share": 1.0, "recall_warmup_lr": 1e-3, "recall_weight": 1.0,
+            "direct_think": "none"}
     flags = ", ".join(f"{k.replace('stage1_', 's1 ')}={a.get(k)}" for k in SHOWN
                       if (a.get(k) not in (None, 0, False) and a.get(k) != idle.get(k)) or k == "oracle_fraction")
     g, r = d["tool_gain_k4"], d["reading"]["by_family"]

@@ -1,0 +1,23 @@
+"""K = 4, needle and needle_attribute: accuracy with the model's OWN calls, the crops summarised by its own
+sub-agent or truthfully (the world's captions). Tells whether captions or calls-and-reading hold the tool
+gain back (perception.py's "with tools" row is the first of the two).
+
+    PYTHONPATH=. python benchmarks/results/reading_experiments/own_calls.py CHECKPOINT [EPISODES_PER_FAMILY]
+"""
+import sys
+
+from agents.lmm import perception
+from agents.lmm.evaluate_lmm import training_budgets, world_config_of
+from agents.lmm.perception import NEEDLE_FAMILIES, accuracy_summary
+from agents.lmm.policy import TransformersPolicy
+from paravt_env.questions import FAMILIES
+
+ck = sys.argv[1]; n = int(sys.argv[2]) if len(sys.argv) > 2 else 48
+policy = TransformersPolicy(ck); wc = world_config_of(ck)
+items = [(i, 4) for fam in NEEDLE_FAMILIES for i in range(FAMILIES.index(fam), n * len(FAMILIES), len(FAMILIES))]
+tb = tuple(sorted(set(training_budgets(ck)) | {4}))
+for sub in (None, "oracle"):
+    recs = perception.play(policy, wc, items, budgets=tb, forbid_tools=False, subagent=sub, batch_size=48)
+    s = accuracy_summary(recs, NEEDLE_FAMILIES)
+    print(ck, "| own calls, captions by", sub or "own sub-agent", "| acc", round(s["accuracy"], 3),
+          {f: round(v["accuracy"], 2) for f, v in s["by_family"].items()}, "calls/ep", round(s["tool_calls"], 2), flush=True)
