@@ -74,6 +74,10 @@ def main(argv=None):
     p.add_argument("--source", default=None, help="JSONL / parquet question file instead of the synthetic world")
     p.add_argument("--frame-budget", type=int, default=64, help="K, overview frames (ignored with --gating)")
     p.add_argument("--gating", action="store_true", help="K ~ Uniform{4,8,16,32,64} per episode, a function of its seed")
+    p.add_argument("--gating-budgets", default=None,
+                   help="comma list of K for --gating (default: 4,8,16,32,64; the default PARA-GRPO run gates over "
+                        "4,8,16 and evaluates episode i with seed 10000 + i: --seed 10000 --gating-budgets 4,8,16 "
+                        "plays its evaluation episodes)")
     p.add_argument("--dispatch", default=None, choices=["parallel", "sequential"],
                    help="parallel: several crops per turn; sequential: one (default: sequential for the "
                         "sequential agent, else parallel)")
@@ -81,9 +85,15 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.episodes < 1:
         p.error("--episodes must be at least 1")
+    extra = {}
+    if a.gating_budgets:
+        try:
+            extra["gating_budgets"] = tuple(int(k) for k in a.gating_budgets.split(",") if k.strip())
+        except ValueError:
+            p.error(f"--gating-budgets must be a comma list of integers, got {a.gating_budgets!r}")
     dispatch = a.dispatch or ("sequential" if a.agent == "sequential" else "parallel")
     result = evaluate(a.agent, a.episodes, a.seed, split=a.split, source=a.source,
-                      frame_budget=a.frame_budget, nframes_gating=a.gating, dispatch=dispatch)
+                      frame_budget=a.frame_budget, nframes_gating=a.gating, dispatch=dispatch, **extra)
     print(f"agent {result['agent']}: accuracy {result['accuracy']:.3f}  format {result['format_reward']:.3f}  "
           f"tool calls/episode {result['tool_calls_per_episode']:.2f}  wall {result['wall_seconds']:.1f} s")
     for family, acc in result["accuracy_per_family"].items():

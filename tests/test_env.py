@@ -235,6 +235,24 @@ def test_oracle_beats_no_tool_at_small_budget():
     assert oracle["accuracy"] > no_tool["accuracy"] + 0.3
 
 
+def test_evaluate_cli_gating_budgets_draw_k_from_the_given_set(tmp_path, capsys):
+    """``python -m agents.evaluate --gating --gating-budgets 4,8`` plays every episode at K 4 or 8 (the
+    default set reaches 64); a malformed list is a clear usage error."""
+    import json
+
+    from agents.evaluate import main
+
+    main(["--agent", "no_tool", "--episodes", "12", "--gating", "--gating-budgets", "4,8", "--seed", "10000",
+          "--json", str(tmp_path / "r.json")])
+    assert json.loads((tmp_path / "r.json").read_text())["env"]["gating_budgets"] == "(4, 8)"
+    env = gym.make("ParaVT-LongVideo-v0", nframes_gating=True, gating_budgets=(4, 8))
+    assert {env.reset(seed=10000 + i, options={"episode_index": i})[1]["frame_budget"] for i in range(12)} <= {4, 8}
+    env.close()
+    with pytest.raises(SystemExit):
+        main(["--agent", "no_tool", "--gating", "--gating-budgets", "4,eight"])
+    assert "--gating-budgets must be a comma list" in capsys.readouterr().err
+
+
 def test_pettingzoo_api_and_spaces():
     from pettingzoo.test import parallel_api_test
 

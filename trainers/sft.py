@@ -106,8 +106,19 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     ``--grounded-think true --option-think true`` (the options restated, letter after object) beside
     captions: needle reading 0.17 -> 0.83, reading 0.92; crop F1 fell to 0.81 and K = 4 calls to 0. v6's CPU
     mending chain after it: frame F1 0.954, crop F1 0.924, needle reading 0.65, but kappa at K = 64 0.06;
-    90 more stage-2 steps (lr 2e-4, --warmup 15) = the shipped strong v7: frame F1 0.954, crop F1 0.914,
+    90 more stage-2 steps (lr 2e-4, --warmup 15) = strong v7 (shipped before v8): frame F1 0.954, crop F1 0.914,
     reading 0.93 (needle 0.85), direct answers 0.47, tool gain -0.02, kappa 1.42 / 1.21.
+
+    Direct think (benchmarks/results/gpu/direct_think/: three calls on one H200, variants side by side through
+    ``benchmarks/gpu_variants.sh``): the shipped strong v8 is v7 + 1,289 stage-1 steps
+    (``--init-from shipped --answer-weight 10 --perception-warmup 0 --grounded-think true --option-think true
+    --direct-think needle --oracle-fraction 0 --drill-weight 2 --stage1-frame 8000 --stage1-caption 24000
+    --stage1-direct 6000 --stage1-tool 8000 --stage1-reading 16000 --stage1-direct-needle 16000 --stage1-lr 4e-4
+    --stage2-lr 2e-4 --stage2-steps 100 --warmup 50``): frame F1 0.963, crop F1 0.930, direct answers 0.567,
+    reading 1.00, tool gain +0.04, kappa 0.90. The shipped weak v6 is the weak v5 + three such calls with
+    ``--tool-prior weak --stage2-steps 10`` (no tool traces): frame F1 0.963, crop F1 0.960, direct answers 0.433,
+    kappa 0.00. ``--direct-think all`` broke global answers (1.00 -> 0.35-0.40) and stays as a measured negative.
+    Five training processes of this size ran out of memory on one H200; four fit.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
