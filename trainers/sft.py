@@ -118,7 +118,7 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     reading 1.00, tool gain +0.04, kappa 0.90. The shipped weak v6 is the weak v5 + three such calls with
     ``--tool-prior weak --stage2-steps 10`` (no tool traces): frame F1 0.963, crop F1 0.960, direct answers 0.433,
     kappa 0.00. ``--direct-think all`` broke global answers (1.00 -> 0.35-0.40) and stays as a measured negative.
-    Five training processes of this size ran out of memory on one H200; four fit.
+    Five training processes of this size ran out of memory on one H200; four fit with --batch-tokens 49152.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
