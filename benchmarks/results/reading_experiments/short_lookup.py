@@ -69,14 +69,33 @@ def example_restated(rng: np.random.Generator, n: int, form: str):
     return prompt + " Which option appears?", f" {restated}. So {options[seen]}", "ABCD"[seen]
 
 
+def example_rewritten(rng: np.random.Generator, n: int, form: str, echo: bool):
+    """The colour lookup with a trained restatement of the objects before the answer (candidate think lines for
+    reading a response that lists several objects). ``echo`` False: shape first ("star blue; circle red. So
+    the circle"); True: the list copied in order with each colour repeated after its shape ("blue star blue;
+    red circle red. So the circle"), so the answer is the token after the named shape's last copy, and each
+    restated item is a forward copy of the list plus a local copy of its own colour (the shape of sft
+    --option-think). Returns (prompt, restatement, answer colour); the restatement is trained (teacher-forced)."""
+    objects, ((question, colour),) = example(rng, n, form, 1)
+    shape = question.split("the ")[1].rstrip("?")
+    pairs = [item.split(" at ")[0].split() for item in objects[len("Objects: "):-1].split("; ")]
+    if echo:
+        restated = "Restated: " + "; ".join(f"{c} {s} {c}" for c, s in pairs)
+    else:
+        restated = "Shape first: " + "; ".join(f"{s} {c}" for c, s in pairs)
+    return objects + question, f" {restated}. So the {shape}", colour
+
+
 def batch(tok, rng, size: int, n: tuple[int, int], form: str, queries: int = 1, task: str = "colour"):
     """(ids, mask, targets): right-padded rows of n[0]..n[1] objects; targets -100 except at each answer's
     colour token. Task restated: the restatement's tokens are trained too, stored as -2 - id so that
     accuracy counts the answer alone."""
     rows = []
     for _ in range(size):
-        if task == "restated":
-            prompt, restated, letter = example_restated(rng, int(rng.integers(n[0], n[1] + 1)), form)
+        if task in ("restated", "swapped", "echoed"):
+            k = int(rng.integers(n[0], n[1] + 1))
+            prompt, restated, letter = (example_restated(rng, k, form) if task == "restated" else
+                                        example_rewritten(rng, k, form, echo=task == "echoed"))
             ids = tok.encode(prompt, add_special_tokens=False)
             target = [-100] * len(ids)
             r = tok.encode(restated, add_special_tokens=False)
@@ -116,10 +135,11 @@ def main(argv=None):
     p.add_argument("--objects", default="4", help="objects in a training list: N, or LOW-HIGH (each list draws one)")
     p.add_argument("--eval-objects", type=int, default=None, help="objects in a held-out list (default: the most)")
     p.add_argument("--form", choices=("bare", "caption"), default="bare")
-    p.add_argument("--task", choices=("colour", "letter", "restated"), default="colour",
+    p.add_argument("--task", choices=("colour", "letter", "restated", "swapped", "echoed"), default="colour",
                    help="colour: the colour before the named shape; letter: the option letter of the seen object "
                         "(--objects is then the number of options, at most 4); restated: letter, after a trained "
-                        "restatement of the options with each letter after its object")
+                        "restatement of the options with each letter after its object; swapped / echoed: colour, "
+                        "after a trained restatement of the objects shape first / with each colour repeated")
     p.add_argument("--queries", type=int, default=1, help="questions about one object list (each answer a target)")
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=64)
