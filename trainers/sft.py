@@ -397,7 +397,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
                   keep_wrong=args.keep_wrong, caption=args.caption_config(),
                   grounded_think="options" if args.grounded_think and args.option_think else args.grounded_think,
-                  **({"grounded_direct_think": args.direct_think} if args.direct_think != "none" else {}))
+                  grounded_direct_think=False if args.direct_think == "none" else args.direct_think)
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))

@@ -198,10 +198,15 @@ def grounded_line(env, said: str, seen_by: str, restate_options: bool = False) -
             if truth == f"{c} {sh}" or (truth in (c, sh) and (c in q.text or sh in q.text))}
     if len(hits) != 1:
         return None
-    seen = hits.pop()
+    return _seen_sentence(q, f"{seen_by} a {hits.pop()}", restate_options)
+
+
+def _seen_sentence(q, sentence: str, restate_options: bool) -> str:
+    """``sentence`` + ".", or, multiple choice with ``restate_options``, the restated options first and the
+    answer's letter right after the sentence: "A. red star A; B. white star B. The crops show a white star B." """
     if restate_options and q.answer_type == "mcq":
-        return f"{restated_options(q)}. {seen_by} a {seen} {q.answer}."
-    return f"{seen_by} a {seen}."
+        return f"{restated_options(q)}. {sentence} {q.answer}."
+    return f"{sentence}."
 
 
 def grounded_after_tool(env, restate_options: bool = False) -> str | None:
@@ -223,9 +228,7 @@ def grounded_direct(env, restate_options: bool = False, scenes: bool = False) ->
         shown = [o for o in q.options if o in caption_scenes(said)]
         if len(shown) != 1 or shown[0] != q.options[ord(q.answer) - ord("A")]:
             return None
-        if restate_options:
-            return f"{restated_options(q)}. The overview shows the {shown[0]} scene {q.answer}."
-        return f"The overview shows the {shown[0]} scene."
+        return _seen_sentence(q, f"The overview shows the {shown[0]} scene", restate_options)
     return grounded_line(env, said, "The overview shows", restate_options)
 
 
