@@ -11,6 +11,7 @@ agent          strategy
 no_tool        answers from the overview alone (the skip-tool shortcut)
 uniform        one turn of parallel crops tiling the whole video, then answers
 scene          parallel crops tiling the scene the question names (found in the overview)
+zoom           ``scene``'s crops, then one crop per sighting of the named scene in their responses
 sequential     the same windows as ``scene``, one crop per turn (use ``dispatch="sequential"``)
 oracle         crops exactly the evidence windows (knows the truth: a ceiling)
 random         random crops, random answer text
@@ -30,7 +31,7 @@ from paravt_env.world import COLOURS, SHAPES
 
 _SCENE_RE = re.compile(r"([a-z]+) scene \(([\d.]+)(?:-([\d.]+))? s\)")
 _OBJ_RE = re.compile(r"\b(" + "|".join(COLOURS) + r") (" + "|".join(SHAPES) + r") at [a-z-]+ \(([\d.]+)(?:-([\d.]+))? s\)")
-_QUESTION_SCENE_RE = re.compile(r"during the ([a-z]+) scene")
+QUESTION_SCENE_RE = re.compile(r"during the ([a-z]+) scene")
 
 
 @dataclass
@@ -111,7 +112,7 @@ class ScriptedAgent:
     def answer(self, memory: Memory) -> str:
         """Answer the current question from what was perceived; guess where nothing was."""
         q = self.env.episode.question
-        scene = (m.group(1) if (m := _QUESTION_SCENE_RE.search(q.text)) else None)
+        scene = (m.group(1) if (m := QUESTION_SCENE_RE.search(q.text)) else None)
         in_scene = {o: s for o, s in memory.objects.items() if scene and memory.scene_of(s[0]) == scene}
         options = list(q.options or [])
 
@@ -173,7 +174,7 @@ class SceneCropAgent(ScriptedAgent):
 
     def target(self, memory) -> tuple[float, float]:
         q, d = self.env.episode.question, self.env.episode.source.duration
-        m = _QUESTION_SCENE_RE.search(q.text)
+        m = QUESTION_SCENE_RE.search(q.text)
         span = memory.scene_span(m.group(1)) if m else None
         if span is None:
             return 0.0, d
@@ -205,6 +206,48 @@ class SequentialCropAgent(SceneCropAgent):
             a, b = self.plan[turn]
             return f"<think>\nLooking at window {turn + 1}.\n</think>\n{format_call(a, b)}"
         return f"<think>\nAnswering from what I saw.\n</think>\n<answer>{self.answer(memory)}</answer>"
+
+
+def scene_sightings(caption: str, name: str, window: tuple[float, float]) -> list[tuple[float, float]]:
+    """Where one crop's ``caption`` shows scene ``name``, as windows whose ends are numbers the crop's
+    response prints: from the previous scene's last time (or the crop's start) to the next scene's first
+    time (or the crop's end). The scene's own times are those of sampled frames; its true ends lie
+    somewhere between them and its neighbours', so this reaches as far as it may. ``window``: the
+    crop's (start, end), as its response header prints them (one decimal)."""
+    seen = [(n, float(a), float(b or a)) for n, a, b in _SCENE_RE.findall(caption)]
+    lo, hi = round(float(window[0]), 1), round(float(window[1]), 1)
+    return [(seen[i - 1][2] if i > 0 else lo, seen[i + 1][1] if i + 1 < len(seen) else hi)
+            for i, (n, _, _) in enumerate(seen) if n == name]
+
+
+class ZoomCropAgent(SceneCropAgent):
+    """``scene``'s parallel crops, then a second turn of parallel crops, one per sighting of the named
+    scene in the first turn's responses (its times copied from them), then the answer. Where the first
+    crops were long (the overview did not show the scene), the second ones hold the named scene alone,
+    so the answer is read off a short list instead of sorting objects into scenes by their times."""
+
+    name = "zoom"
+
+    def zoom_windows(self) -> list[tuple[float, float]]:
+        m = QUESTION_SCENE_RE.search(self.env.episode.question.text)
+        if not m:
+            return []
+        source, out = self.env.episode.source, []
+        for r in self.env.last_crops:
+            if r.ok:
+                out += [w for w in scene_sightings(source.caption(r.frames.timestamps), m.group(1), r.window)
+                        if w not in out and w[1] > w[0]]
+        return out[: self.env.max_calls]
+
+    def act(self, obs, info):
+        turn = info.get("turn", 0)
+        if turn == 0:
+            return super().act(obs, info)
+        memory = self.remember(obs, info)
+        if turn == 1 and turn + 1 < self.env.max_turns and (windows := self.zoom_windows()):
+            calls = "".join(format_call(a, b) for a, b in windows)
+            return f"<think>\nI need a closer look at {len(windows)} windows.\n</think>\n{calls}"
+        return f"<think>\nI have looked enough; answering.\n</think>\n<answer>{self.answer(memory)}</answer>"
 
 
 class OracleCropAgent(ScriptedAgent):
@@ -239,8 +282,8 @@ class RandomAgent(ScriptedAgent):
         return str(self.rng.choice(list(COLOURS)))
 
 
-AGENTS = {cls.name: cls for cls in (NoToolAgent, UniformCropAgent, SceneCropAgent, SequentialCropAgent,
-                                      OracleCropAgent, RandomAgent)}
+AGENTS = {cls.name: cls for cls in (NoToolAgent, UniformCropAgent, SceneCropAgent, ZoomCropAgent,
+                                      SequentialCropAgent, OracleCropAgent, RandomAgent)}
 
 
 def make_agent(name: str, env, seed: int | None = None) -> ScriptedAgent:

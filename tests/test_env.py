@@ -484,3 +484,48 @@ def test_generated_scoring_reads_only_the_agents_own_text():
     assert env.agent_text == "".join(turns)  # no prefix, no tool response
     with pytest.raises(ValueError, match="scoring"):
         ParaVTLongVideoEnv(scoring="released")
+
+
+def test_scene_sightings_reach_to_the_neighbouring_scenes_times():
+    from agents.scripted import scene_sightings
+
+    caption = ("Scenes: cave scene (591.1-688.1 s); meadow scene (712.4-760.9 s). "
+               "Objects: red square at bottom-left (736.6 s).")
+    assert scene_sightings(caption, "meadow", (579.0, 773.0)) == [(688.1, 773.0)]
+    assert scene_sightings(caption, "cave", (579.0, 773.0)) == [(579.0, 712.4)]
+    assert scene_sightings("Scenes: sky scene (5.0 s); cave scene (9.0-20.0 s).", "sky", (0.0, 24.0)) == [(0.0, 9.0)]
+    assert scene_sightings(caption, "desert", (579.0, 773.0)) == []
+
+
+def test_zoom_agent_crops_where_the_first_responses_show_the_scene_and_beats_scene_at_k4():
+    """The zoom agent's second turn crops windows whose ends its first turn's responses printed, around
+    the question's scene, and at K = 4 it answers needle questions better than the one-turn scene agent."""
+    import re
+
+    from agents.evaluate import evaluate
+
+    env = make(frame_budget=4)
+    zoomed = 0
+    for seed in range(24):
+        obs, info = env.reset(seed=seed)
+        agent = make_agent("zoom", env, seed=seed)
+        texts, done = [], False
+        while not done:
+            texts.append(agent.act(obs, info))
+            obs, _, term, trunc, info = env.step(texts[-1])
+            done = term or trunc
+        first_responses = " ".join(m["content"] if isinstance(m["content"], str) else
+                                   " ".join(p.get("text", "") for p in m["content"])
+                                   for m in info["messages"][3:4])
+        if len(texts) == 3 and "<tool_call>" in texts[1]:
+            zoomed += 1
+            scene = re.search(r"during the (\w+) scene", env.episode.question.text).group(1)
+            assert f"{scene} scene" in first_responses
+            for a, b in re.findall(r'"start_time": ([\d.]+), "end_time": ([\d.]+)', texts[1]):
+                assert a in first_responses and b in first_responses and float(b) > float(a)
+    assert zoomed >= 4
+    zoom = evaluate("zoom", 60, frame_budget=4)
+    scene = evaluate("scene", 60, frame_budget=4)
+    for family in ("needle", "needle_attribute"):
+        assert zoom["accuracy_per_family"][family] >= scene["accuracy_per_family"][family]
+    assert zoom["tool_calls_per_episode"] > scene["tool_calls_per_episode"]

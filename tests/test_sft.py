@@ -2,6 +2,7 @@
 checkpoints and resume."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -68,6 +69,30 @@ def test_cold_start_corpus_is_paravt(corpora):
     # the cold start teaches PARALLEL calls: the scene agent tiles a scene with several crops in one turn
     scene = build_corpus(0, 0, 2, "paravt", seed=2, wc=WC, budgets=(4,), oracle_fraction=0.0)
     assert scene and all(len(parse_turn(s.assistant_texts[0]).tool_calls) == WC.max_calls_per_turn for s in scene)
+
+
+def test_zoom_traces_copy_the_scene_times_of_the_first_responses_into_a_second_turn_of_calls():
+    """``search_agent="zoom"``: a trace's second tool turn thinks the question's scene and calls windows
+    whose ends are the integer parts of times its first responses printed (a copy, no arithmetic); the
+    answer turn comes last."""
+    traces = build_corpus(0, 0, 6, "paravt", seed=3, wc=WC, budgets=(4,), oracle_fraction=0.0,
+                          search_agent="zoom", families=("needle", "needle_attribute"))
+    zoomed = [s for s in traces if len(s.assistant_texts) == 3]
+    assert len(zoomed) >= 3
+    for s in zoomed:
+        scene = re.search(r"during the (\w+) scene", s.messages[1]["content"][-1]["text"]).group(1)
+        second = s.assistant_texts[1]
+        assert f"I need a closer look at the {scene} scene." in second
+        first_responses = next(m for m in s.messages[3:] if m["role"] == "user")
+        printed = " ".join(p.get("text", "") for p in first_responses["content"]) if not isinstance(
+            first_responses["content"], str) else first_responses["content"]
+        whole = {t.split(".")[0] for t in re.findall(r"\d+\.\d", printed)}
+        calls = parse_turn(second).tool_calls
+        assert calls and all(c.syntax == "json" for c in calls)
+        for c in calls:
+            a, b = c.arguments["start_time"], c.arguments["end_time"]
+            assert str(a) in whole and str(b) in whole and b > a
+        assert parse_turn(s.assistant_texts[2]).answer is not None
 
 
 def test_render_turn_dialects():

@@ -243,7 +243,13 @@ class Args:
                                                               "forget how to see)"})
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
-    oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: scene)"})
+    oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: "
+                                                           "--search-agent)"})
+    search_agent: str = field(default="scene", metadata={"help": "the fair agent of the tool traces and reading "
+                                                          "drills. scene: one turn of parallel crops over the named "
+                                                          "scene; zoom: then a second turn cropping where those "
+                                                          "responses show it (agents/scripted.py)",
+                                                          "choices": ("scene", "zoom")})
     reading_oracle_fraction: float = field(default=0.5, metadata={"help": "reading drills played by the oracle (one "
                                                                   "response to read; the rest: the scene agent, "
                                                                   "whose tilings return several objects). Drills train "
@@ -343,7 +349,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "grounded_think",
+               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share")
 
@@ -397,7 +403,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
                   keep_wrong=args.keep_wrong, caption=args.caption_config(),
                   grounded_think="options" if args.grounded_think and args.option_think else args.grounded_think,
-                  grounded_direct_think=False if args.direct_think == "none" else args.direct_think)
+                  grounded_direct_think=False if args.direct_think == "none" else args.direct_think,
+                  search_agent=args.search_agent)
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
@@ -456,6 +463,8 @@ def data_key(args: Args) -> str:
         del d["native_think"]
     if d["direct_think"] == "none":
         del d["direct_think"]
+    if d["search_agent"] == "scene":
+        del d["search_agent"]
     if d["reading_oracle_fraction"] == 0.5 or not args.stage1_reading:  # the fixed share before the flag
         del d["reading_oracle_fraction"]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]

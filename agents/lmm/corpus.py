@@ -70,7 +70,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from agents.lmm.subagent import fit_frames, subagent_messages  # noqa: F401  (subagent_messages: re-exported)
-from agents.scripted import make_agent
+from agents.scripted import QUESTION_SCENE_RE, make_agent
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn
@@ -150,6 +150,9 @@ def _evidence_frames(env) -> list[float]:
 THINK_TOOL = "I need a closer look."
 THINK_DIRECT = "The overview is enough."
 THINK_AFTER_TOOL = "The crops answer it."
+# A second tool turn (the ``zoom`` agent's) names the scene it looks for: the question's words, which the
+# calls that follow then find in the first responses to copy that scene's times.
+THINK_ZOOM = "I need a closer look at the {scene} scene."
 
 
 # The native dialect's own ways of opening a turn (``native_think="varied"``). A tool-native model has many;
@@ -232,12 +235,14 @@ def grounded_direct(env, restate_options: bool = False, scenes: bool = False) ->
     return grounded_line(env, said, "The overview shows", restate_options)
 
 
-def round_windows(windows) -> list[tuple[float, float]]:
-    """Windows widened to whole seconds (floor start, ceil end): fewer, more regular number tokens.
-    The env clips an end past the video's end."""
+def round_windows(windows, widen: bool = True) -> list[tuple[float, float]]:
+    """Windows in whole seconds: fewer, more regular number tokens. ``widen``: floor the start and ceil
+    the end (the env clips an end past the video's end); else floor both, so a window whose ends were
+    copied from a response ("meadow scene (712.4-760.9 s)") is written as their integer parts, a copy
+    with no arithmetic."""
     out = []
     for a, b in windows:
-        a2, b2 = float(math.floor(a)), float(math.ceil(b))
+        a2, b2 = float(math.floor(a)), float(math.ceil(b) if widen else math.floor(b))
         out.append((a2, b2) if b2 > a2 else (a, b))
     return out
 
@@ -305,8 +310,10 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         final = answer if answer is not None else final
         decision = "tool" if windows else "answer_after_tool" if turns else "direct"
         if windows:
-            windows = round_windows(windows)
+            windows = round_windows(windows, widen=not turns)
         think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
+        if decision == "tool" and turns and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)):
+            think = THINK_ZOOM.format(scene=m.group(1))
         if dialect == "native" and native_think == "varied":
             think = str(rng.choice(NATIVE_THINK[decision]))
         if grounded_think and decision == "answer_after_tool":
@@ -449,8 +456,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool | str = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
-                 native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False
-                 ) -> list[Sample]:
+                 native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
+                 search_agent: str = "scene") -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -458,8 +465,9 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     direct: (episode, K) drawn until the K-frame overview shows the evidence
             (:func:`evidence_visible`), then the ``no_tool`` agent answers from it.
     tool:   (episode, K) drawn until the overview does NOT show it; played by ``oracle`` with
-            probability ``oracle_fraction``, else by ``scene`` (which tiles the named scene with
-            several PARALLEL crops in one turn).
+            probability ``oracle_fraction``, else by ``search_agent``: ``scene`` tiles the named scene
+            with several PARALLEL crops in one turn; ``zoom`` then crops, in a second turn, each place
+            where the first responses show that scene (:class:`agents.scripted.ZoomCropAgent`).
     reading: tool traces (same agents) on needle and needle_attribute questions, ParaVT dialect,
             whose only target is the final answer turn (``targets="last"``): the calls and the
             tool responses are context. Drills of the one step a tool-calling model needs after its
@@ -517,12 +525,12 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         (x := play(lambda: "no_tool", direct_dialect, True, families, native_share)) is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
-        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", tool_dialect, False, families,
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else search_agent, tool_dialect, False, families,
                  native_share)
         x is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_reading):
-        x = play(lambda: "oracle" if rng.random() < oracle_fraction else "scene", "paravt", False,
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else search_agent, "paravt", False,
                  families or READING_FAMILIES)
         x is not None and x.meta["tool_calls"] and samples.append(replace(x, targets="last"))
         progress and progress(1)
