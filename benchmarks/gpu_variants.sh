@@ -9,6 +9,7 @@
 # with the same data flags share one pre-rendered corpus (sft.py locks and reuses it). Builds go to
 # runs/gpu/var/<name>; $OUT receives results.tgz (perception JSON/markdown, logs, sft_args) and
 # build_<name>.tgz (each variant's cold_start and base, its stage-1 weights; 8 files at most come back). The defaults fit one 10-minute device call.
+# ENV_CROPS > 0 adds that many crops as a default env gives them (64 px, 16 frames) to the perception run.
 set -u
 ulimit -n 65536 2>/dev/null || ulimit -n 8192 2>/dev/null || true  # corpus workers pass tensors through shared memory
 OUT=${OUT:-runs/gpu/out}; ROOT=runs/gpu/var; PY=${PY:-python3}
@@ -24,7 +25,7 @@ for spec in "${specs[@]}"; do
     echo "$name: sft rc $? at $SECONDS s"
     CUDA_VISIBLE_DEVICES=$gpu timeout ${PERCEPTION_SECONDS:-120} $PY benchmarks/perception.py --device cuda \
       --checkpoint "$ROOT/$name/cold_start" --json "$ROOT/$name/perception.json" --batch-size 256 \
-      --frames 200 --crops 200 --env-default-crops 0 --visible 40 --tool-episodes 48 > "$ROOT/$name/perception.log" 2>&1
+      --frames 200 --crops 200 --env-default-crops ${ENV_CROPS:-0} --visible 40 --tool-episodes 48 > "$ROOT/$name/perception.log" 2>&1
     echo "$name: perception rc $? at $SECONDS s"
     if [ "${PRIOR_SECONDS:-0}" -gt 0 ]; then  # the tool prior of the variant (strong only)
       CUDA_VISIBLE_DEVICES=$gpu timeout $PRIOR_SECONDS $PY benchmarks/prior.py --device cuda --only strong \
