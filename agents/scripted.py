@@ -11,7 +11,7 @@ agent          strategy
 no_tool        answers from the overview alone (the skip-tool shortcut)
 uniform        one turn of parallel crops tiling the whole video, then answers
 scene          parallel crops tiling the scene the question names (found in the overview)
-zoom           ``scene``'s crops, then one crop per sighting of the named scene in their responses
+zoom           crops between the overview's printed times, then where those responses show the scene
 sequential     the same windows as ``scene``, one crop per turn (use ``dispatch="sequential"``)
 oracle         crops exactly the evidence windows (knows the truth: a ceiling)
 random         random crops, random answer text
@@ -220,13 +220,30 @@ def scene_sightings(caption: str, name: str, window: tuple[float, float]) -> lis
             for i, (n, _, _) in enumerate(seen) if n == name]
 
 
-class ZoomCropAgent(SceneCropAgent):
-    """``scene``'s parallel crops, then a second turn of parallel crops, one per sighting of the named
-    scene in the first turn's responses (its times copied from them), then the answer. Where the first
-    crops were long (the overview did not show the scene), the second ones hold the named scene alone,
+class ZoomCropAgent(ScriptedAgent):
+    """Two turns of parallel crops whose every end is a number the agent was shown, then the answer.
+
+    Turn 1 crops between the overview's printed times (0, its frames' timestamps, the video's length)
+    around where the overview shows the named scene, or over the whole video when it does not, grouped
+    into at most ``max_calls`` windows. Turn 2 crops each place where those responses show the named
+    scene (:func:`scene_sightings`). The scene agent's windows (a scene's span padded by a gap and cut
+    into equal parts) need arithmetic on the times; these need only copies, which is what a small model
+    can learn to emit, and where the first crops were long the second ones hold the named scene alone,
     so the answer is read off a short list instead of sorting objects into scenes by their times."""
 
     name = "zoom"
+    copies_times = True  # window ends are printed numbers: a corpus writes them as their integer parts
+
+    def windows(self, memory):
+        d = round(float(self.env.episode.source.duration), 1)
+        ts = [round(float(t), 1) for t in self.env.overview.timestamps]
+        bounds = [0.0] + ts + [d]
+        m = QUESTION_SCENE_RE.search(self.env.episode.question.text)
+        seen = [i + 1 for i, t in enumerate(ts) if m and memory.scene_of(t) == m.group(1)]
+        lo, hi = (seen[0] - 1, seen[-1] + 1) if seen else (0, len(bounds) - 1)
+        n = hi - lo  # intervals between consecutive printed times, grouped into at most max_calls windows
+        cut = [lo + int(round(x)) for x in np.linspace(0, n, min(n, self.env.max_calls) + 1)]
+        return [(bounds[a], bounds[b]) for a, b in zip(cut[:-1], cut[1:]) if bounds[b] > bounds[a]]
 
     def zoom_windows(self) -> list[tuple[float, float]]:
         m = QUESTION_SCENE_RE.search(self.env.episode.question.text)

@@ -72,9 +72,9 @@ def test_cold_start_corpus_is_paravt(corpora):
 
 
 def test_zoom_traces_copy_the_scene_times_of_the_first_responses_into_a_second_turn_of_calls():
-    """``search_agent="zoom"``: a trace's second tool turn thinks the question's scene and calls windows
-    whose ends are the integer parts of times its first responses printed (a copy, no arithmetic); the
-    answer turn comes last."""
+    """``search_agent="zoom"``: a trace's first calls end at the integer parts of times the prompt printed,
+    its second tool turn thinks the question's scene and calls windows whose ends are the integer parts of
+    times its first responses printed (copies, no arithmetic); the answer turn comes last."""
     traces = build_corpus(0, 0, 6, "paravt", seed=3, wc=WC, budgets=(4,), oracle_fraction=0.0,
                           search_agent="zoom", families=("needle", "needle_attribute"))
     zoomed = [s for s in traces if len(s.assistant_texts) == 3]
@@ -93,6 +93,11 @@ def test_zoom_traces_copy_the_scene_times_of_the_first_responses_into_a_second_t
             a, b = c.arguments["start_time"], c.arguments["end_time"]
             assert str(a) in whole and str(b) in whole and b > a
         assert parse_turn(s.assistant_texts[2]).answer is not None
+        prompt = " ".join(p.get("text", "") for p in s.messages[1]["content"])
+        shown = {t.split(".")[0] for t in re.findall(r"\d+\.\d", prompt)} | {"0"}
+        first = parse_turn(s.assistant_texts[0]).tool_calls
+        assert first and all(str(c.arguments["start_time"]) in shown and str(c.arguments["end_time"]) in shown
+                             for c in first)
 
 
 def test_render_turn_dialects():

@@ -310,7 +310,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         final = answer if answer is not None else final
         decision = "tool" if windows else "answer_after_tool" if turns else "direct"
         if windows:
-            windows = round_windows(windows, widen=not turns)
+            windows = round_windows(windows, widen=not getattr(agent, "copies_times", False))
         think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
         if decision == "tool" and turns and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)):
             think = THINK_ZOOM.format(scene=m.group(1))
