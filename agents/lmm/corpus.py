@@ -152,7 +152,7 @@ THINK_DIRECT = "The overview is enough."
 THINK_AFTER_TOOL = "The crops answer it."
 # A second tool turn (the ``zoom`` agent's) names the scene it looks for: the question's words, which the
 # calls that follow then find in the first responses to copy that scene's times.
-THINK_ZOOM = "I need a closer look at the {scene} scene."
+THINK_ZOOM = "I need a closer look during the {scene} scene."
 
 
 # The native dialect's own ways of opening a turn (``native_think="varied"``). A tool-native model has many;
