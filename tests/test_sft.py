@@ -82,7 +82,7 @@ def test_zoom_traces_copy_the_scene_times_of_the_first_responses_into_a_second_t
     for s in zoomed:
         scene = re.search(r"during the (\w+) scene", s.messages[1]["content"][-1]["text"]).group(1)
         second = s.assistant_texts[1]
-        assert f"I need a closer look at the {scene} scene." in second
+        assert f"I need a closer look during the {scene} scene." in second
         first_responses = next(m for m in s.messages[3:] if m["role"] == "user")
         printed = " ".join(p.get("text", "") for p in first_responses["content"]) if not isinstance(
             first_responses["content"], str) else first_responses["content"]
