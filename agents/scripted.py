@@ -20,6 +20,7 @@ random         random crops, random answer text
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -243,7 +244,7 @@ class ZoomCropAgent(ScriptedAgent):
         lo, hi = (seen[0] - 1, seen[-1] + 1) if seen else (0, len(bounds) - 1)
         n = hi - lo  # intervals between consecutive printed times, grouped into at most max_calls windows
         cut = [lo + int(round(x)) for x in np.linspace(0, n, min(n, self.env.max_calls) + 1)]
-        return [(bounds[a], bounds[b]) for a, b in zip(cut[:-1], cut[1:]) if bounds[b] > bounds[a]]
+        return [(bounds[a], bounds[b]) for a, b in itertools.pairwise(cut) if bounds[b] > bounds[a]]
 
     def zoom_windows(self) -> list[tuple[float, float]]:
         m = QUESTION_SCENE_RE.search(self.env.episode.question.text)

@@ -246,13 +246,13 @@ class Args:
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: "
                                                            "--search-agent)"})
     search_agent: str = field(default="scene", metadata={"help": "the fair agent of the tool traces and reading "
-                                                          "drills. scene: one turn of parallel crops over the named "
-                                                          "scene; zoom: then a second turn cropping where those "
-                                                          "responses show it (agents/scripted.py)",
+                                                          "drills. scene: one turn of parallel crops tiling the named "
+                                                          "scene; zoom: two turns whose window ends are numbers it "
+                                                          "was shown, no arithmetic (agents/scripted.py)",
                                                           "choices": ("scene", "zoom")})
     reading_oracle_fraction: float = field(default=0.5, metadata={"help": "reading drills played by the oracle (one "
-                                                                  "response to read; the rest: the scene agent, "
-                                                                  "whose tilings return several objects). Drills train "
+                                                                  "response to read; the rest: --search-agent, "
+                                                                  "whose crops return several objects). Drills train "
                                                                   "no call, so the oracle's windows teach none"})
     grounded_think: bool = field(default=False, metadata={"help": "tool traces: the answer after tool turns first "
                                                                   "thinks what the crops show of the question's needle "
