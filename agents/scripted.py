@@ -99,15 +99,20 @@ class ScriptedAgent:
 
     # policy ---------------------------------------------------------------------------------
     def windows(self, memory: Memory) -> list[tuple[float, float]]:
+        """The first turn's parallel crops (none: answer at once)."""
+        return []
+
+    def later_windows(self, memory: Memory, turn: int) -> list[tuple[float, float]]:
+        """Crops of a later turn, after the responses to the earlier ones (none: answer)."""
         return []
 
     def act(self, obs, info) -> str:
         memory = self.remember(obs, info)
-        if info.get("turn", 0) == 0:
-            windows = self.windows(memory)
-            if windows:
-                calls = "".join(format_call(a, b) for a, b in windows)
-                return f"<think>\nI need a closer look at {len(windows)} windows.\n</think>\n{calls}"
+        turn = info.get("turn", 0)
+        windows = self.windows(memory) if turn == 0 else self.later_windows(memory, turn)
+        if windows:
+            calls = "".join(format_call(a, b) for a, b in windows)
+            return f"<think>\nI need a closer look at {len(windows)} windows.\n</think>\n{calls}"
         return f"<think>\nI have looked enough; answering.\n</think>\n<answer>{self.answer(memory)}</answer>"
 
     def answer(self, memory: Memory) -> str:
@@ -246,9 +251,9 @@ class ZoomCropAgent(ScriptedAgent):
         cut = [lo + int(round(x)) for x in np.linspace(0, n, min(n, self.env.max_calls) + 1)]
         return [(bounds[a], bounds[b]) for a, b in itertools.pairwise(cut) if bounds[b] > bounds[a]]
 
-    def zoom_windows(self) -> list[tuple[float, float]]:
+    def later_windows(self, memory, turn):
         m = QUESTION_SCENE_RE.search(self.env.episode.question.text)
-        if not m:
+        if turn != 1 or turn + 1 >= self.env.max_turns or not m:
             return []
         source, out = self.env.episode.source, []
         for r in self.env.last_crops:
@@ -256,16 +261,6 @@ class ZoomCropAgent(ScriptedAgent):
                 out += [w for w in scene_sightings(source.caption(r.frames.timestamps), m.group(1), r.window)
                         if w not in out and w[1] > w[0]]
         return out[: self.env.max_calls]
-
-    def act(self, obs, info):
-        turn = info.get("turn", 0)
-        if turn == 0:
-            return super().act(obs, info)
-        memory = self.remember(obs, info)
-        if turn == 1 and turn + 1 < self.env.max_turns and (windows := self.zoom_windows()):
-            calls = "".join(format_call(a, b) for a, b in windows)
-            return f"<think>\nI need a closer look at {len(windows)} windows.\n</think>\n{calls}"
-        return f"<think>\nI have looked enough; answering.\n</think>\n<answer>{self.answer(memory)}</answer>"
 
 
 class OracleCropAgent(ScriptedAgent):

@@ -453,18 +453,18 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
     return jobs
 
 
+# Data fields added after corpora had been built, with the value they had before: at that value a field
+# stays out of the key, so those corpora keep their folder.
+LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
+                    "stage1_recall": 0, "stage2_native_share": 0.0, "native_think": "fixed", "direct_think": "none",
+                    "search_agent": "scene"}
+
+
 def data_key(args: Args) -> str:
     d = {k: getattr(args, k) for k in DATA_FIELDS}
-    for late in ("grounded_think", "option_think", "stage1_reading", "stage1_direct_needle", "stage1_recall",
-                 "stage2_native_share"):  # added later: corpora built before them keep their key
-        if not d[late]:
-            del d[late]
-    if d["native_think"] == "fixed":
-        del d["native_think"]
-    if d["direct_think"] == "none":
-        del d["direct_think"]
-    if d["search_agent"] == "scene":
-        del d["search_agent"]
+    for field_name, before in LATE_DATA_FIELDS.items():
+        if d[field_name] == before:
+            del d[field_name]
     if d["reading_oracle_fraction"] == 0.5 or not args.stage1_reading:  # the fixed share before the flag
         del d["reading_oracle_fraction"]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
