@@ -9,7 +9,8 @@ base never has); the cold start (stage 2: ParaVT-format tool traces, direct answ
 rehearsal) teaches both the same grammar. Its length is the knob: L = 0 is the base itself.
 --native-shares adds a second knob for the strong prior: the share of the format markers of its cold-start
 tool traces and direct answers written in its native dialect (trainers/sft.py --stage2-native-share), a cold start that leaves
-the native habit beside the ParaVT one; each (L, share) is its own build. --base-weak is optional. Each
+the native habit beside the ParaVT one; each (L, share) is its own build. --native-by trace makes the share that of
+whole rollouts played in the native dialect instead (--stage2-native-traces; their turns open per --native-think). --base-weak is optional. Each
 (prior, L) is built once into --build-dir (a rerun reuses finished builds) with the stage-2 settings
 given here (batch, lr; warm-up over the first half of the steps, as in the shipped 200-step cold
 start) and the gpu preset's stage-2 data, then rolled out on --episodes validation
@@ -39,14 +40,17 @@ def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
     format markers in the native dialect; its directory."""
     if steps == 0:
         return base
-    out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else ""))
+    flag = {"marker": "--stage2-native-share", "trace": "--stage2-native-traces"}[a.native_by]
+    out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else "")
+                               + ("_traces" if share and a.native_by == "trace" else "")
+                               + (f"_{a.native_think}" if a.native_think != "fixed" else ""))
     if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
         return str(out / "cold_start")
     args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
                            "--stage1-frame", "0", "--stage1-caption", "0", "--stage1-direct", "0",
                            "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
                            "--stage2-lr", str(a.stage2_lr), "--warmup", str(max(1, steps // 2)),
-                           "--stage2-native-share", str(share),
+                           flag, str(share), "--native-think", a.native_think,
                            "--batch-size", str(a.batch_size),
                            "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
                            "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
@@ -72,7 +76,12 @@ def markdown(results: dict) -> str:
     lines = [f"The tool prior against the cold-start length (stage-2 steps of batch {results['batch_size']}, lr "
              f"{results['stage2_lr']}, from the same stage-1 base; {results['episodes']} validation episodes per "
              "setting at the fixed K, oracle sub-agent; format = the common format metric; kappa = executed calls "
-             "per rollout). L = 0 is the base without a cold start"
+             "per rollout; native share = "
+             + {"marker": "the share of the cold start's format markers written the native way",
+                "trace": "the share of the cold start's rollouts played wholly in the native dialect"}[
+                 results.get("native_by", "marker")]
+             + (f", native turns opened {results['native_think']}" if results.get("native_think", "fixed") != "fixed"
+                else "") + "). L = 0 is the base without a cold start"
              + (": " + ", ".join(f"{prior} {path}" for prior, path in results["bases"].items()) if "bases" in results
                 else "") + ".", "",
              "| prior | L | native share | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | accuracy greedy "
@@ -134,7 +143,11 @@ def main(argv=None):
     p.add_argument("--base-weak", help="the weak prior's stage-1 base checkpoint (none: the strong prior only)")
     p.add_argument("--native-shares", default="0",
                    help="strong prior: shares of native-dialect format markers in its cold start, comma-separated "
-                        "(trainers/sft.py --stage2-native-share)")
+                        "(trainers/sft.py --stage2-native-share), or of whole rollouts with --native-by trace")
+    p.add_argument("--native-by", choices=("marker", "trace"), default="marker",
+                   help="what --native-shares counts: format markers, each drawn on its own, or whole rollouts")
+    p.add_argument("--native-think", choices=("fixed", "varied", "spread"), default="fixed",
+                   help="how native turns of the cold start open (trainers/sft.py --native-think)")
     p.add_argument("--lengths", default="0,25,50,100,200", help="stage-2 step counts, comma-separated")
     p.add_argument("--batch-size", type=int, default=64, help="stage-2 sequences per step")
     p.add_argument("--stage2-lr", type=float, default=4e-4)
@@ -155,7 +168,7 @@ def main(argv=None):
         p.error("--native-shares must be in [0, 1]")
     bases = [("strong", a.base_strong)] + ([("weak", a.base_weak)] if a.base_weak else [])
     results = {"batch_size": a.batch_size, "stage2_lr": a.stage2_lr, "episodes": a.episodes, "bases": dict(bases),
-               "priors": {}}
+               "native_by": a.native_by, "native_think": a.native_think, "priors": {}}
     for prior, base in bases:
         results["priors"][prior] = {}
         runs = ([(0, 0.0)] if 0 in lengths else []) + [  # the base (L = 0) once, whatever the share

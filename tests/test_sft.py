@@ -175,7 +175,63 @@ def test_varied_native_think_opens_native_turns_with_their_own_lines_and_leaves_
     varied_args = sft.parse_args(["--native-think", "varied"])
     assert sft.data_key(varied_args) != sft.data_key(sft.parse_args([]))
     assert sft.corpus_plan(varied_args)["s1_native"][1]["native_think"] == "varied"
-    assert "native_think" not in sft.corpus_plan(varied_args)["s2_tool"][1]
+    assert sft.corpus_plan(varied_args)["s2_tool"][1]["native_think"] == "varied"  # for its native rollouts, if any
+
+
+def test_native_traces_play_whole_rollouts_in_the_native_dialect():
+    """--stage2-native-traces: each direct answer and tool trace is played wholly in one dialect, native with
+    that probability; 0 draws nothing and renders what it always did."""
+    def dialect_of(text):
+        return "native" if "<tool_code>" in text or "Answer: " in text else "paravt"
+
+    plain = build_corpus(0, 3, 3, "paravt", seed=7, wc=WC, budgets=(4,))
+    zero = build_corpus(0, 3, 3, "paravt", seed=7, wc=WC, budgets=(4,), native_trace_share=0.0)
+    assert [s.assistant_texts for s in plain] == [s.assistant_texts for s in zero]
+    every = build_corpus(0, 3, 3, "paravt", seed=7, wc=WC, budgets=(4,), native_trace_share=1.0, native_think="spread")
+    assert {s.dialect for s in every} == {"native"}
+    for s in every:
+        assert all(dialect_of(t) == "native" and "<answer>" not in t and "<tool_call>" not in t
+                   for t in s.assistant_texts), s.assistant_texts
+    half = build_corpus(0, 12, 12, "paravt", seed=7, wc=WC, budgets=(4,), native_trace_share=0.5)
+    assert {s.dialect for s in half} == {"native", "paravt"}
+    for s in half:  # one dialect per rollout, every turn of it
+        assert {dialect_of(t) for t in s.assistant_texts} == {s.dialect}, s.assistant_texts
+
+
+def test_spread_native_openers_each_start_with_a_token_of_their_own():
+    """--native-think spread: within a turn's choice (tool or direct first; answer after a tool) every native
+    opener has a first token no other opener and no ParaVT think line (or restated option letter) starts with,
+    so the native mass is spread over many first tokens and the ParaVT line stays the likeliest one."""
+    from agents.lmm.corpus import NATIVE_THINK_SPREAD, THINK_AFTER_TOOL
+    from agents.lmm.default import shipped_checkpoint
+    path = shipped_checkpoint("strong")
+    if path is None:
+        pytest.skip("no shipped checkpoint (its tokenizer decides the first tokens)")
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(path))
+
+    def first(line):
+        return tok.encode(line)[0]
+
+    taken = {first(x) for x in (THINK_TOOL, THINK_DIRECT, THINK_AFTER_TOOL, "The crops show", "The overview shows",
+                                "A. x", "B. x", "C. x", "D. x", "E. x")}
+    for choice in (NATIVE_THINK_SPREAD["tool"] + NATIVE_THINK_SPREAD["direct"], NATIVE_THINK_SPREAD["answer_after_tool"]):
+        firsts = [first(line) for line in choice]
+        assert len(set(firsts)) == len(firsts) and not set(firsts) & taken, [tok.decode([f]) for f in firsts]
+
+
+def test_native_traces_are_one_priors_knob(tmp_path):
+    from trainers import sft
+    with pytest.raises(SystemExit, match="one prior"):
+        sft.main(sft.parse_args(["--tool-prior", "both", "--stage2-native-traces", "0.5", "--out", str(tmp_path)]))
+    with pytest.raises(SystemExit, match=r"\[0, 1\]"):
+        sft.main(sft.parse_args(["--stage2-native-traces", "-0.1", "--out", str(tmp_path)]))
+    plain, mixed = (sft.parse_args(["--stage2-native-traces", x, "--native-think", "spread"]) for x in ("0", "0.5"))
+    assert sft.data_key(sft.parse_args(["--stage2-native-traces", "0"])) == sft.data_key(sft.parse_args([]))
+    assert sft.data_key(mixed) != sft.data_key(plain)
+    assert [k for k, (counts, _) in sft.corpus_plan(mixed).items() if "native_trace_share" in counts] == \
+        ["s2_tool", "s2_direct"]
+    assert sft.corpus_plan(mixed)["s2_direct"][1]["native_think"] == "spread"
 
 
 def test_round_windows_whole_seconds():

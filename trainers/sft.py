@@ -276,8 +276,10 @@ class Args:
     native_think: str = field(default="fixed", metadata={"help": "native dialect: how its turns open. fixed: the "
                                                      "ParaVT think lines; varied: one of several openers of its own "
                                                      "per decision (agents.lmm.corpus.NATIVE_THINK), so the first "
-                                                     "token of a turn picks the dialect",
-                                                     "choices": ("fixed", "varied")})
+                                                     "token of a turn picks the dialect; spread: six per decision, "
+                                                     "each with a first token of its own "
+                                                     "(NATIVE_THINK_SPREAD)",
+                                                     "choices": ("fixed", "varied", "spread")})
     native_close_think_p: float = field(default=0.3, metadata={"help": "native dialect: probability a turn closes </think>"})
     answer_weight: float = field(default=1.0, metadata={"help": "loss weight of the answer's own tokens (inside "
                                                         "<answer>...</answer>, or after a native 'Answer:'), relative to "
@@ -297,6 +299,12 @@ class Args:
                                                               "native dialect: a cold start that leaves the "
                                                               "native habit beside the ParaVT one (one prior at a "
                                                               "time)"})
+    stage2_native_traces: float = field(default=0.0, metadata={"help": "stage 2: share of the tool traces and direct "
+                                                               "answers played wholly in the native dialect "
+                                                               "(turns opened per --native-think): the native "
+                                                               "habit kept as whole rollouts beside the ParaVT "
+                                                               "one, picked by a turn's first tokens (one prior "
+                                                               "at a time)"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
@@ -351,7 +359,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
-               "stage2_native_share")
+               "stage2_native_share", "stage2_native_traces")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -407,8 +415,10 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   search_agent=args.search_agent)
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
-    s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size))
-    mixed = {"native_share": args.stage2_native_share} if args.stage2_native_share else {}  # the cold start's markers
+    s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size),
+              **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
+    mixed = dict(({"native_share": args.stage2_native_share} if args.stage2_native_share else {}),  # its markers
+                 **({"native_trace_share": args.stage2_native_traces} if args.stage2_native_traces else {}))  # rollouts
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
             "s1_direct": (dict(n_direct=args.stage1_direct), s1),
             "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt", **mixed), s2),
@@ -456,7 +466,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 # Data fields added after corpora had been built, with the value they had before: at that value a field
 # stays out of the key, so those corpora keep their folder.
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
-                    "stage1_recall": 0, "stage2_native_share": 0.0, "native_think": "fixed", "direct_think": "none",
+                    "stage1_recall": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene"}
 
 
@@ -916,13 +926,14 @@ def main(args: Args) -> Path:
     t_start = time.time()
     deadline = (args.deadline_unix if args.deadline_unix > 0 else
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
-    if not 0.0 <= args.stage2_native_share <= 1.0:
-        raise SystemExit(f"--stage2-native-share must be in [0, 1], got {args.stage2_native_share}")
+    for flag in ("stage2_native_share", "stage2_native_traces"):
+        if not 0.0 <= getattr(args, flag) <= 1.0:
+            raise SystemExit(f"--{flag.replace('_', '-')} must be in [0, 1], got {getattr(args, flag)}")
     if args.option_think and not args.grounded_think:
         raise SystemExit("--option-think shapes the grounded think line: give it with --grounded-think true")
-    if args.tool_prior == "both" and args.stage2_native_share:
-        raise SystemExit("--stage2-native-share shapes one prior's cold start (the two priors share one corpus): "
-                         "build that prior alone with --tool-prior strong or weak")
+    if args.tool_prior == "both" and (args.stage2_native_share or args.stage2_native_traces):
+        raise SystemExit("--stage2-native-share/-traces shape one prior's cold start (the two priors share one "
+                         "corpus): build that prior alone with --tool-prior strong or weak")
     if args.tool_prior == "both":
         return main_both(args, t_start, deadline)
     from torch.utils.tensorboard import SummaryWriter

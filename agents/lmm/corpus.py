@@ -166,6 +166,21 @@ NATIVE_THINK = {
     "answer_after_tool": ("So the crops show it.", "Now the answer.", "Okay, the answer.", "Let me answer."),
     "direct": ("So the overview shows it.", "Now the answer.", "Okay, the answer.", "Let me answer."),
 }
+# ``native_think="spread"``: the lines above share first tokens across decisions ("So" opens a tool line, an
+# answer line and a direct line), so that token gathered enough mass to beat the ParaVT opener under greedy
+# decoding too (benchmarks/results/native_traces/). Here every opener of a turn starts with its own first
+# token (a capital no ParaVT think line starts with: not I, T, or an option letter A-E): the native mass is
+# spread thin over six tokens per decision, so the single ParaVT line stays the likeliest first token
+# while sampling still draws the native dialect often.
+NATIVE_THINK_SPREAD = {
+    "tool": ("Fine, crop the video.", "Hmm, a closer look.", "Well, crop it.", "Maybe crop the video.",
+             "Right, the tool.", "Perhaps the crops."),
+    "answer_after_tool": ("Good, the crops show it.", "Yes, the answer.", "Sure, the crops show it.",
+                          "Just answer.", "Knowing it, answer.", "Understood, the answer."),
+    "direct": ("Good, the overview shows it.", "Yes, the answer.", "Sure, the overview shows it.",
+               "Just answer.", "Knowing it, answer.", "Understood, the answer."),
+}
+NATIVE_OPENERS = {"varied": NATIVE_THINK, "spread": NATIVE_THINK_SPREAD}
 
 
 def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
@@ -300,8 +315,9 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     (``"options"``: with the options restated). ``grounded_direct_think``: a direct answer (no tool call)
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
     ``"options"``): on needle questions (True or ``"needle"``), and on global ones too (``"all"``).
-    ``native_share``: see :func:`render_turn`. ``native_think="varied"``: native turns open with one of
-    :data:`NATIVE_THINK`'s lines for their decision, drawn from ``rng`` ("fixed": the ParaVT lines)."""
+    ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
+    with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
+    ``rng`` ("fixed": the ParaVT lines)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
@@ -314,8 +330,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
         if decision == "tool" and turns and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)):
             think = THINK_ZOOM.format(scene=m.group(1))
-        if dialect == "native" and native_think == "varied":
-            think = str(rng.choice(NATIVE_THINK[decision]))
+        if dialect == "native" and native_think in NATIVE_OPENERS:
+            think = str(rng.choice(NATIVE_OPENERS[native_think][decision]))
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
         if grounded_direct_think and decision == "direct":
@@ -457,7 +473,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
                  native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
-                 search_agent: str = "scene") -> list[Sample]:
+                 search_agent: str = "scene", native_trace_share: float = 0.0) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -478,6 +494,9 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     corpus may come out a little smaller than asked; rare with the default world settings).
     ``native_share``: the format markers of the tool traces and direct answers written the native way
     with this probability (:func:`render_turn`; ParaVT dialect only; reading drills never).
+    ``native_trace_share``: each direct answer and tool trace is played wholly in the native dialect with this
+    probability (drawn per sample; reading drills never): the native habit kept as whole rollouts, so the
+    dialect is picked once, early, and then followed.
     ``native_think``: how native-dialect turns open; ``grounded_direct_think``: direct answers think what the
     overview shows (both :func:`play_episode`).
     ``families`` restricts the direct and tool draws to those question families (reading drills:
@@ -510,11 +529,13 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                 return i, k
         return i, k
 
-    def play(agent, dialect, want_visible, families=None, share=0.0):
+    def play(agent, dialect, want_visible, families=None, share=0.0, trace_share=0.0):
         s = None
         for _ in range(max_tries):
             i, k = draw(want_visible, families)
-            s = play_episode(env, agent(), dialect, i, k, rng, close_think_p, grounded_think, share, native_think,
+            # drawn only when asked for, so trace_share=0 renders what it always did
+            played = "native" if trace_share and rng.random() < trace_share else dialect
+            s = play_episode(env, agent(), played, i, k, rng, close_think_p, grounded_think, share, native_think,
                              grounded_direct_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
@@ -522,11 +543,12 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
 
     samples += caption_samples(n_frame, n_caption, rng=rng, wc=wc, ds=ds, pick=pick, cc=caption, progress=progress)
     for _ in range(n_direct):
-        (x := play(lambda: "no_tool", direct_dialect, True, families, native_share)) is not None and samples.append(x)
+        (x := play(lambda: "no_tool", direct_dialect, True, families, native_share, native_trace_share)) is not None \
+            and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
         x = play(lambda: "oracle" if rng.random() < oracle_fraction else search_agent, tool_dialect, False, families,
-                 native_share)
+                 native_share, native_trace_share)
         x is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_reading):
@@ -703,7 +725,7 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
         samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
                                counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
                                n_reading=counts.get("n_reading", 0), native_share=counts.get("native_share", 0.0),
-                               **kwargs)
+                               native_trace_share=counts.get("native_trace_share", 0.0), **kwargs)
         packed, stats = pack_records([encode_record(policy, s) for s in samples]), corpus_stats(samples)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     np.savez(tmp, **packed)
