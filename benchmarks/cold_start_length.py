@@ -43,7 +43,8 @@ def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
     flag = {"marker": "--stage2-native-share", "trace": "--stage2-native-traces"}[a.native_by]
     out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else "")
                                + ("_traces" if share and a.native_by == "trace" else "")
-                               + (f"_{a.native_think}" if a.native_think != "fixed" else ""))
+                               + (f"_{a.native_think}" if a.native_think != "fixed" else "")
+                               + (f"_close{a.native_close_think_p:g}" if a.native_close_think_p != 0.3 else ""))
     if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
         return str(out / "cold_start")
     args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
@@ -51,6 +52,7 @@ def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
                            "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
                            "--stage2-lr", str(a.stage2_lr), "--warmup", str(max(1, steps // 2)),
                            flag, str(share), "--native-think", a.native_think,
+                           "--native-close-think-p", str(a.native_close_think_p),
                            "--batch-size", str(a.batch_size),
                            "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
                            "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
@@ -81,7 +83,9 @@ def markdown(results: dict) -> str:
                 "trace": "the share of the cold start's rollouts played wholly in the native dialect"}[
                  results.get("native_by", "marker")]
              + (f", native turns opened {results['native_think']}" if results.get("native_think", "fixed") != "fixed"
-                else "") + "). L = 0 is the base without a cold start"
+                else "")
+             + (f", closing </think> with probability {results['native_close_think_p']:g}"
+                if results.get("native_close_think_p", 0.3) != 0.3 else "") + "). L = 0 is the base without a cold start"
              + (": " + ", ".join(f"{prior} {path}" for prior, path in results["bases"].items()) if "bases" in results
                 else "") + ".", "",
              "| prior | L | native share | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | accuracy greedy "
@@ -148,6 +152,8 @@ def main(argv=None):
                    help="what --native-shares counts: format markers, each drawn on its own, or whole rollouts")
     p.add_argument("--native-think", choices=("fixed", "varied", "spread"), default="fixed",
                    help="how native turns of the cold start open (trainers/sft.py --native-think)")
+    p.add_argument("--native-close-think-p", type=float, default=0.3,
+                   help="probability a native turn of the cold start closes </think> (trainers/sft.py)")
     p.add_argument("--lengths", default="0,25,50,100,200", help="stage-2 step counts, comma-separated")
     p.add_argument("--batch-size", type=int, default=64, help="stage-2 sequences per step")
     p.add_argument("--stage2-lr", type=float, default=4e-4)
@@ -168,7 +174,8 @@ def main(argv=None):
         p.error("--native-shares must be in [0, 1]")
     bases = [("strong", a.base_strong)] + ([("weak", a.base_weak)] if a.base_weak else [])
     results = {"batch_size": a.batch_size, "stage2_lr": a.stage2_lr, "episodes": a.episodes, "bases": dict(bases),
-               "native_by": a.native_by, "native_think": a.native_think, "priors": {}}
+               "native_by": a.native_by, "native_think": a.native_think,
+               "native_close_think_p": a.native_close_think_p, "priors": {}}
     for prior, base in bases:
         results["priors"][prior] = {}
         runs = ([(0, 0.0)] if 0 in lengths else []) + [  # the base (L = 0) once, whatever the share

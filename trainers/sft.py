@@ -416,6 +416,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size),
+              close_think_p=args.native_close_think_p,  # both only shape native rollouts (--stage2-native-traces)
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     mixed = dict(({"native_share": args.stage2_native_share} if args.stage2_native_share else {}),  # its markers
                  **({"native_trace_share": args.stage2_native_traces} if args.stage2_native_traces else {}))  # rollouts
