@@ -22,6 +22,8 @@ and .png (format greedy vs T = 0.7 and kappa against L, one panel per prior).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -44,7 +46,8 @@ def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
     out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else "")
                                + ("_traces" if share and a.native_by == "trace" else "")
                                + (f"_{a.native_think}" if a.native_think != "fixed" else "")
-                               + (f"_close{a.native_close_think_p:g}" if a.native_close_think_p != 0.3 else ""))
+                               + (f"_close{a.native_close_think_p:g}" if a.native_close_think_p != 0.3 else "")
+                               + (f"_{hashlib.sha1(a.sft_args.encode()).hexdigest()[:8]}" if a.sft_args else ""))
     if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
         return str(out / "cold_start")
     args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
@@ -57,7 +60,7 @@ def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
                            "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
                            "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
                            "--progress", "false",
-                           "--out", str(out), "--runs-dir", str(Path(a.build_dir) / "tb")])
+                           "--out", str(out), "--runs-dir", str(Path(a.build_dir) / "tb")] + shlex.split(a.sft_args))
     return str(sft.main(args))
 
 
@@ -85,7 +88,9 @@ def markdown(results: dict) -> str:
              + (f", native turns opened {results['native_think']}" if results.get("native_think", "fixed") != "fixed"
                 else "")
              + (f", closing </think> with probability {results['native_close_think_p']:g}"
-                if results.get("native_close_think_p", 0.3) != 0.3 else "") + "). L = 0 is the base without a cold start"
+                if results.get("native_close_think_p", 0.3) != 0.3 else "")
+             + (f"; builds also given `{results['sft_args']}`" if results.get("sft_args") else "")
+             + "). L = 0 is the base without a cold start"
              + (": " + ", ".join(f"{prior} {path}" for prior, path in results["bases"].items()) if "bases" in results
                 else "") + ".", "",
              "| prior | L | native share | format greedy | format T=0.7 | kappa greedy | kappa T=0.7 | accuracy greedy "
@@ -152,6 +157,9 @@ def main(argv=None):
                    help="what --native-shares counts: format markers, each drawn on its own, or whole rollouts")
     p.add_argument("--native-think", choices=("fixed", "varied", "spread"), default="fixed",
                    help="how native turns of the cold start open (trainers/sft.py --native-think)")
+    p.add_argument("--sft-args", default="",
+                   help="more trainers/sft.py flags for every build, e.g. the base's think style: "
+                        "'--grounded-think true --option-think true --direct-think needle' (the shipped strong's)")
     p.add_argument("--native-close-think-p", type=float, default=0.3,
                    help="probability a native turn of the cold start closes </think> (trainers/sft.py)")
     p.add_argument("--lengths", default="0,25,50,100,200", help="stage-2 step counts, comma-separated")
@@ -175,7 +183,7 @@ def main(argv=None):
     bases = [("strong", a.base_strong)] + ([("weak", a.base_weak)] if a.base_weak else [])
     results = {"batch_size": a.batch_size, "stage2_lr": a.stage2_lr, "episodes": a.episodes, "bases": dict(bases),
                "native_by": a.native_by, "native_think": a.native_think,
-               "native_close_think_p": a.native_close_think_p, "priors": {}}
+               "native_close_think_p": a.native_close_think_p, "sft_args": a.sft_args, "priors": {}}
     for prior, base in bases:
         results["priors"][prior] = {}
         runs = ([(0, 0.0)] if 0 in lengths else []) + [  # the base (L = 0) once, whatever the share
@@ -189,7 +197,7 @@ def main(argv=None):
             print(f"{prior} L={steps} native share {share:g}: format {row['format_greedy']:.3f} / {row['format_t07']:.3f}, kappa "
                   f"{row['kappa_greedy']:.2f} / {row['kappa_t07']:.2f} ({entry['seconds']:.0f} s)", flush=True)
             out = write_report(a.out, results, markdown(results))  # after every point: a cut run keeps what it has
-    plot(results, out.with_suffix(".png"))
+    plot(results, Path(f"{out}.png"))
     print(markdown(results))
     return results
 

@@ -102,7 +102,7 @@ def main(argv=None):
             print(name, "subagent", {k: v for k, v in entry["subagent"].items() if k != "examples"}, flush=True)
         results["models"][name] = entry
     out = write_report(a.out, results, markdown(results))
-    plot(results, out.with_suffix(".png"))
+    plot(results, Path(f"{out}.png"))
 
 
 def contrast(results) -> list[dict]:

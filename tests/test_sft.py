@@ -181,6 +181,8 @@ def test_varied_native_think_opens_native_turns_with_their_own_lines_and_leaves_
 def test_native_traces_play_whole_rollouts_in_the_native_dialect():
     """--stage2-native-traces: each direct answer and tool trace is played wholly in one dialect, native with
     that probability; 0 draws nothing and renders what it always did."""
+    from agents.lmm.corpus import NATIVE_THINK_SPREAD
+
     def dialect_of(text):
         return "native" if "<tool_code>" in text or "Answer: " in text else "paravt"
 
@@ -192,6 +194,13 @@ def test_native_traces_play_whole_rollouts_in_the_native_dialect():
     for s in every:
         assert all(dialect_of(t) == "native" and "<answer>" not in t and "<tool_call>" not in t
                    for t in s.assistant_texts), s.assistant_texts
+    # spread openers come before a grounded line, which native rollouts still say
+    grounded = build_corpus(0, 6, 6, "paravt", seed=7, wc=WC, budgets=(4,), native_trace_share=1.0,
+                            native_think="spread", grounded_think=True, grounded_direct_think=True)
+    said = [t.removeprefix("<think>\n").split("\n")[0] for s in grounded for t in s.assistant_texts]
+    openers = {o for lines in NATIVE_THINK_SPREAD.values() for o in lines}
+    assert all(any(line.startswith(o) for o in openers) for line in said), said
+    assert any(" The crops show" in line or " The overview shows" in line for line in said), said
     half = build_corpus(0, 12, 12, "paravt", seed=7, wc=WC, budgets=(4,), native_trace_share=0.5)
     assert {s.dialect for s in half} == {"native", "paravt"}
     for s in half:  # one dialect per rollout, every turn of it

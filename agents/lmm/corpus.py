@@ -317,7 +317,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     ``"options"``): on needle questions (True or ``"needle"``), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
-    ``rng`` ("fixed": the ParaVT lines)."""
+    ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
+    so native rollouts practise the same reading as ParaVT ones and differ only in form."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
@@ -330,13 +331,16 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
         if decision == "tool" and turns and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)):
             think = THINK_ZOOM.format(scene=m.group(1))
-        if dialect == "native" and native_think in NATIVE_OPENERS:
-            think = str(rng.choice(NATIVE_OPENERS[native_think][decision]))
+        opener = (str(rng.choice(NATIVE_OPENERS[native_think][decision]))
+                  if dialect == "native" and native_think in NATIVE_OPENERS else None)
+        think = opener or think
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
         if grounded_direct_think and decision == "direct":
             think = grounded_direct(env.unwrapped, restate_options=grounded_think == "options",
                                     scenes=grounded_direct_think == "all") or think
+        if opener and native_think == "spread" and think != opener:
+            think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
                            native_share=native_share)
         obs, reward, term, trunc, info = env.step(text)
