@@ -24,5 +24,5 @@ wait
 grep -h "^strong L" $OUT/r/*.log
 for f in $OUT/r/perc_*.md; do echo "== $f"; grep -E "single-frame object|crop object F1 \(|direct answers|tool gain|reading" $f; done
 tar czf $OUT/results.tgz -C $OUT r && rm -rf $OUT/r
-i=0; for d in /tmp/lr*/strong_L*; do i=$((i+1)); tar czf $OUT/build_$(basename $(dirname $d))_$(basename $d).tgz -C $(dirname $d) $(basename $d)/cold_start $(basename $d)/sft_args.json; done
+i=0; for d in /tmp/lr*/strong_L*native*; do i=$((i+1)); tar czf $OUT/build_$(basename $(dirname $d))_$(basename $d).tgz -C $(dirname $d) $(basename $d)/cold_start $(basename $d)/sft_args.json; done
 ls -la $OUT
