@@ -120,6 +120,11 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     kappa 0.00. ``--direct-think all`` broke global answers (1.00 -> 0.35-0.40) and stays as a measured negative.
     Five training processes of this size ran out of memory on one H200; four fit with --batch-tokens 49152.
 
+    Native rollouts (benchmarks/results/native_traces/): the shipped strong v9 is v8 + 200 stage-2 steps with
+    ``--stage2-native-traces 0.65 --native-think spread --grounded-think true --option-think true --direct-think
+    needle --stage2-lr 4e-4 --batch-size 64``, then 150 caption-only steps at lr 5e-5: its format holds greedy
+    (0.967) and breaks at T = 0.7 (0.645), the strong prior of the paper; direct answers fall to 0.400.
+
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
     python trainers/sft.py --preset gpu --tool-prior both --out checkpoints/gpu            # both priors,
