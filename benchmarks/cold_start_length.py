@@ -39,28 +39,27 @@ from trainers import sft  # noqa: E402
 
 def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
     """The cold start of ``steps`` stage-2 steps from ``base`` (stage 1 skipped), with ``share`` of its
-    format markers in the native dialect; its directory."""
+    format markers (or rollouts, ``--native-by trace``) in the native dialect; its directory. The folder
+    name ends in a hash of every flag that shapes what is learned, so builds of different recipes never
+    share one."""
     if steps == 0:
         return base
     flag = {"marker": "--stage2-native-share", "trace": "--stage2-native-traces"}[a.native_by]
-    out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else "")
-                               + ("_traces" if share and a.native_by == "trace" else "")
-                               + (f"_{a.native_think}" if a.native_think != "fixed" else "")
-                               + (f"_close{a.native_close_think_p:g}" if a.native_close_think_p != 0.3 else "")
-                               + (f"_{hashlib.sha1(a.sft_args.encode()).hexdigest()[:8]}" if a.sft_args else ""))
+    recipe = ["--preset", "gpu", "--tool-prior", prior, "--init-from", base,
+              "--stage1-frame", "0", "--stage1-caption", "0", "--stage1-direct", "0",
+              "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
+              "--stage2-lr", str(a.stage2_lr), "--warmup", str(max(1, steps // 2)),
+              flag, str(share), "--native-think", a.native_think,
+              "--native-close-think-p", str(a.native_close_think_p),
+              "--batch-size", str(a.batch_size), "--batch-tokens", str(a.batch_size * 256)] + shlex.split(a.sft_args)
+    tag = hashlib.sha1(" ".join(recipe).encode()).hexdigest()[:8]
+    out = Path(a.build_dir) / (f"{prior}_L{steps}" + (f"_native{share:g}" if share else "") + f"_{tag}")
     if (out / "cold_start" / "config.json").is_file() and (out / "sft_args.json").is_file():
         return str(out / "cold_start")
-    args = sft.parse_args(["--preset", "gpu", "--device", a.device, "--tool-prior", prior, "--init-from", base,
-                           "--stage1-frame", "0", "--stage1-caption", "0", "--stage1-direct", "0",
-                           "--stage1-tool", "0", "--stage1-steps", "0", "--stage2-steps", str(steps),
-                           "--stage2-lr", str(a.stage2_lr), "--warmup", str(max(1, steps // 2)),
-                           flag, str(share), "--native-think", a.native_think,
-                           "--native-close-think-p", str(a.native_close_think_p),
-                           "--batch-size", str(a.batch_size),
-                           "--batch-tokens", str(a.batch_size * 256), "--workers", str(a.workers),
-                           "--time-budget-s", "0", "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
-                           "--progress", "false",
-                           "--out", str(out), "--runs-dir", str(Path(a.build_dir) / "tb")] + shlex.split(a.sft_args))
+    args = sft.parse_args(recipe + ["--device", a.device, "--workers", str(a.workers), "--time-budget-s", "0",
+                                    "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
+                                    "--progress", "false", "--out", str(out),
+                                    "--runs-dir", str(Path(a.build_dir) / "tb")])
     return str(sft.main(args))
 
 

@@ -929,3 +929,28 @@ def test_recall_warmup_opens_stage1_on_recall_rows_alone_at_its_own_rate():
     lrs = {step: v for tag, v, step in writer.rows if tag == "stage1/lr"}
     lead = [parts[s] for s in range(1, 31)]
     assert 8 <= lead.count("s1_recall") <= 22 and all(lrs[s] == 5e-3 for s in range(1, 31))
+
+
+def test_cold_start_length_builds_of_different_recipes_get_different_folders(tmp_path, monkeypatch):
+    """benchmarks/cold_start_length.py reuses a finished build by its folder: two builds that differ in any
+    learning flag (here only the learning rate, which the folder name once left out) must not share one,
+    and the same recipe must map to the same folder. sft.main is replaced by a recorder: what is checked is
+    the folder each recipe is sent to, not training."""
+    import argparse
+
+    from benchmarks import cold_start_length as csl
+    sent = []
+    monkeypatch.setattr(csl.sft, "main", lambda args: sent.append(args) or args.out)
+
+    def recipe(**kw):
+        return argparse.Namespace(**{**dict(native_by="trace", native_think="spread", native_close_think_p=0.3,
+                                            sft_args="", stage2_lr=4e-4, batch_size=64, device="cpu", workers=1,
+                                            build_dir=str(tmp_path)), **kw})
+
+    a = csl.build("strong", "BASE", 50, recipe(), share=0.6)
+    b = csl.build("strong", "BASE", 50, recipe(stage2_lr=2e-4), share=0.6)
+    c = csl.build("strong", "BASE", 50, recipe(sft_args="--grounded-think true"), share=0.6)
+    assert len({a, b, c}) == 3
+    assert csl.build("strong", "BASE", 50, recipe(workers=4, device="cuda"), share=0.6) == a  # runtime only
+    assert sent[1].stage2_lr == 2e-4 and sent[0].stage2_native_traces == 0.6 and sent[2].grounded_think
+    assert csl.build("strong", "BASE", 0, recipe()) == "BASE"

@@ -423,8 +423,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size),
               close_think_p=args.native_close_think_p,  # both only shape native rollouts (--stage2-native-traces)
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
-    mixed = dict(({"native_share": args.stage2_native_share} if args.stage2_native_share else {}),  # its markers
-                 **({"native_trace_share": args.stage2_native_traces} if args.stage2_native_traces else {}))  # rollouts
+    mixed = {key: share for key, share in (("native_share", args.stage2_native_share),  # the cold start's markers
+                                           ("native_trace_share", args.stage2_native_traces)) if share}  # rollouts
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
             "s1_direct": (dict(n_direct=args.stage1_direct), s1),
             "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt", **mixed), s2),
