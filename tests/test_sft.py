@@ -243,6 +243,25 @@ def test_native_traces_are_one_priors_knob(tmp_path):
     assert sft.corpus_plan(mixed)["s2_direct"][1]["native_think"] == "spread"
 
 
+def test_continuation_keeps_its_parents_world(tmp_path):
+    """--init-from carries the parent's frame size, crop frames and K over (benchmarks read them from the last
+    build's record), unless a flag says otherwise; a preset does not override them."""
+    from trainers import sft
+    parent = tmp_path / "parent"
+    (parent / "cold_start").mkdir(parents=True)
+    (parent / "sft_args.json").write_text(json.dumps({"args": {"budgets": "4,8,16,32,64", "frame_size": 64,
+                                                               "crop_max_frames": 16}}))
+    init = ["--init-from", str(parent / "cold_start"), "--preset", "cpu"]
+    args = sft.parse_args(init)
+    assert (args.budgets, args.frame_size, args.crop_max_frames) == ("4,8,16,32,64", 64, 16)
+    args = sft.parse_args(init + ["--budgets", "4,8", "--frame-size", "56"])
+    assert (args.budgets, args.frame_size, args.crop_max_frames) == ("4,8", 56, 16)
+    assert sft.parse_args(["--preset", "cpu"]).budgets == sft.PRESETS["cpu"].get("budgets", sft.Args.budgets)
+    bare = tmp_path / "bare"  # a folder without a build record: nothing to inherit
+    bare.mkdir()
+    assert sft.parse_args(["--init-from", str(bare)]).budgets == sft.Args.budgets
+
+
 def test_round_windows_whole_seconds():
     from agents.lmm.corpus import round_windows
     assert round_windows([(12.3, 20.6), (0.0, 4.0)]) == [(12.0, 21.0), (0.0, 4.0)]

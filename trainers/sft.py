@@ -202,7 +202,8 @@ class Args:
     init_from: str = field(default="", metadata={"help": "start from these weights instead of a random init: a "
                                                 "checkpoint folder ({prior} in the path is replaced by the tool "
                                                 "prior), or 'shipped' for the shipped cold start of the prior; its "
-                                                "tokenizer must be this corpus's. Builds on one GPU call across "
+                                                "tokenizer must be this corpus's; its frame size, crop frames and "
+                                                "budgets carry over unless given. Builds on one GPU call across "
                                                 "several (see the module docstring)"})
     checkpoint_every_s: float = field(default=90.0, metadata={"help": "save the resumable run state every N seconds"})
     # world
@@ -392,7 +393,27 @@ def parse_args(argv=None, cls=Args):
         if a.option_strings and a.dest != "help":
             explicit.add_argument(*a.option_strings, dest=a.dest, default=argparse.SUPPRESS, type=str)
     given = set(vars(explicit.parse_known_args(argv)[0]))
-    return with_preset(cls(**ns), given)
+    return inherit_world(with_preset(cls(**ns), given), given)
+
+
+# The world a checkpoint was trained in: a continuation keeps it unless told otherwise.
+INHERITED_FIELDS = ("frame_size", "crop_max_frames", "budgets")
+
+
+def inherit_world(args: Args, given=()) -> Args:
+    """``--init-from``: the parent's frame size, crop frames and overview sizes K (its ``sft_args.json``) for
+    every one of them not given explicitly. Benchmarks read K and the frame size from the last build's record,
+    so a short caption mend under the cpu preset (K in 4, 8) of a parent trained at K up to 64 would otherwise
+    be measured at K = 8 and trained on frames of another size than its parent's."""
+    if not args.init_from or args.tool_prior == "both":
+        return args
+    from agents.lmm.default import checkpoint_info
+
+    parent = checkpoint_info(init_path(args)).get("args", {})
+    take = {k: parent[k] for k in INHERITED_FIELDS if k in parent and k not in given and parent[k] != getattr(args, k)}
+    if take:
+        print(f"[sft] --init-from: keeping the parent's {take} (give the flags to change them)", file=sys.stderr)
+    return dataclasses.replace(args, **take)
 
 
 # ============================================================================================
