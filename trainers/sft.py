@@ -115,15 +115,22 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     --direct-think needle --oracle-fraction 0 --drill-weight 2 --stage1-frame 8000 --stage1-caption 24000
     --stage1-direct 6000 --stage1-tool 8000 --stage1-reading 16000 --stage1-direct-needle 16000 --stage1-lr 4e-4
     --stage2-lr 2e-4 --stage2-steps 100 --warmup 50``): frame F1 0.963, crop F1 0.930, direct answers 0.567,
-    reading 1.00, tool gain +0.04, kappa 0.90. The shipped weak v6 is the weak v5 + three such calls with
+    reading 1.00, tool gain +0.04, kappa 0.90. The weak v6 is the weak v5 + three such calls with
     ``--tool-prior weak --stage2-steps 10`` (no tool traces): frame F1 0.963, crop F1 0.960, direct answers 0.433,
     kappa 0.00. ``--direct-think all`` broke global answers (1.00 -> 0.35-0.40) and stays as a measured negative.
     Five training processes of this size ran out of memory on one H200; four fit with --batch-tokens 49152.
 
-    Native rollouts (benchmarks/results/native_traces/): the shipped strong v9 is v8 + 200 stage-2 steps with
+    Native rollouts (benchmarks/results/native_traces/): the strong v9 is v8 + 200 stage-2 steps with
     ``--stage2-native-traces 0.65 --native-think spread --grounded-think true --option-think true --direct-think
     needle --stage2-lr 4e-4 --batch-size 64``, then 150 caption-only steps at lr 5e-5: its format holds greedy
     (0.967) and breaks at T = 0.7 (0.645), the strong prior of the paper; direct answers fall to 0.400.
+
+    Caption mends (benchmarks/results/caption_mend/): for the crops a default env hands the public Subagent
+    (64 px frames, 16 per crop), 800 caption-only steps of batch 256 with ``--caption-max-frames 16
+    --caption-aug-p 0.5`` (one H200). The shipped weak v7 is weak v6 + those steps at lr 1e-4 (default-env crop
+    F1 0.873 -> 0.921). On the strong they also erase the format break, so the shipped strong v10 is v9 + those
+    steps at lr 3e-4, v9's native step again, and 150 caption-only steps on 16-frame crops at lr 5e-5:
+    default-env crop F1 0.714 -> 0.869, format 0.968 greedy, 0.666 at T = 0.7.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
