@@ -128,9 +128,10 @@ more calls (``benchmarks/gpu_suite.sh``; each call's logs and results in
     Caption mends (benchmarks/results/caption_mend/): for the crops a default env hands the public Subagent
     (64 px frames, 16 per crop), 800 caption-only steps of batch 256 with ``--caption-max-frames 16
     --caption-aug-p 0.5`` (one H200). The shipped weak v7 is weak v6 + those steps at lr 1e-4 (default-env crop
-    F1 0.873 -> 0.921). On the strong they also erase the format break, so the shipped strong v10 is v9 + those
+    F1 0.873 -> 0.921). On the strong they also erase the format break, so the strong v10 is v9 + those
     steps at lr 3e-4, v9's native step again, and 150 caption-only steps on 16-frame crops at lr 5e-5:
-    default-env crop F1 0.714 -> 0.869, format 0.968 greedy, 0.666 at T = 0.7.
+    default-env crop F1 0.714 -> 0.869, format 0.968 greedy, 0.666 at T = 0.7. The shipped strong v11 is the same
+    with a 300-step native step: format 0.960 greedy, 0.591 at T = 0.7, reading 0.93.
 
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
