@@ -12,6 +12,7 @@ Measured (``agents.lmm.perception`` defines every number; world settings = the c
 | ``scene_accuracy``   | single frames: the caption names exactly the true scene |
 | ``crop_object_f1``   | crops sampled as the env samples a tool call's window (1 fps, the checkpoint's crop size), the sub-agent prompt; a needle counts only with its first and last time each within one crop frame |
 | ``visible_evidence_accuracy`` | needle, needle_attribute and global questions at a K whose overview shows the evidence, tools forbidden: answered from the overview |
+| ``visible_evidence_no_tool_prompt_accuracy`` | the same episodes in the env's ``tools=False`` setting, whose prompt advertises no tool |
 | ``tool_gain_k4``     | K = 4, needle and needle_attribute: accuracy calling tools (the model is its own sub-agent) minus accuracy with tools forbidden, same episodes |
 | ``reading_accuracy`` | the same episodes, the first turn given (the oracle agent's calls on the evidence windows) and the crops summarised truthfully (the world's captions): accuracy answering from those tool responses, tools forbidden |
 
@@ -82,13 +83,15 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
         log(f"crops, default env (64 px, 16 frames): F1 {r['object_f1']:.3f}, n={r['n']}, {time.time() - t:.0f} s")
     if visible:
         t = time.time()
-        recs = play(policy, wc, visible_items(visible, wc, budgets, seed=seed), budgets=budgets, forbid_tools=True,
-                    batch_size=batch_size, seed=seed)
-        s = accuracy_summary(recs, VISIBLE_FAMILIES)
-        res["visible_evidence_accuracy"] = s["accuracy"]
-        res["details"]["visible_evidence"] = s
-        log(f"visible evidence: accuracy {s['accuracy']:.3f} (n={s['n']}, {time.time() - t:.0f} s) "
-            + ", ".join(f"{f} {v['accuracy']:.2f}" for f, v in s["by_family"].items()))
+        vis = visible_items(visible, wc, budgets, seed=seed)
+        for key, tools in (("visible_evidence", True), ("visible_evidence_no_tool_prompt", False)):
+            recs = play(policy, wc, vis, budgets=budgets, forbid_tools=True, batch_size=batch_size, seed=seed,
+                        tools=tools)
+            s = accuracy_summary(recs, VISIBLE_FAMILIES)
+            res[f"{key}_accuracy"] = s["accuracy"]
+            res["details"][key] = s
+            log(f"{key}: accuracy {s['accuracy']:.3f} (n={s['n']}, {time.time() - t:.0f} s) "
+                + ", ".join(f"{f} {v['accuracy']:.2f}" for f, v in s["by_family"].items()))
     if tool_episodes:
         t = time.time()
         items = [(i, 4) for fam in NEEDLE_FAMILIES
@@ -138,10 +141,12 @@ def markdown(results: dict) -> str:
     if "crops_env_default" in d:
         c = d["crops_env_default"]
         rows.append(("crop object F1, default env (64 px, 16 frames)", c["object_f1"], c["object_f1_ci"], c["n"], ""))
-    if "visible_evidence" in d:
-        v = d["visible_evidence"]
-        rows.append(("direct answers, evidence in the overview", v["accuracy"], v["accuracy_ci"], v["n"], ">= 0.80"))
-        rows += [(f"... {f}", s["accuracy"], s["accuracy_ci"], s["n"], ">= 0.80") for f, s in v["by_family"].items()]
+    for key, label, target in (("visible_evidence", "direct answers, evidence in the overview", ">= 0.80"),
+                               ("visible_evidence_no_tool_prompt", "the same, the env's prompt without a tool", "")):
+        if key in d:
+            v = d[key]
+            rows.append((label, v["accuracy"], v["accuracy_ci"], v["n"], target))
+            rows += [(f"... {f}", s["accuracy"], s["accuracy_ci"], s["n"], target) for f, s in v["by_family"].items()]
     if "tool_gain_k4" in d:
         g = d["tool_gain_k4"]
         rows.append(("tool gain at K=4 (needle, needle_attribute)", g["gain"], g["gain_ci"], g["n"], ">= 0.20"))

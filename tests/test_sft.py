@@ -1,6 +1,7 @@
 """Fast tests of the SFT pipeline: corpora, loss mask, batched loss, the recipe at small scale,
 checkpoints and resume."""
 
+import dataclasses
 import json
 import re
 
@@ -205,6 +206,53 @@ def test_native_traces_play_whole_rollouts_in_the_native_dialect():
     assert {s.dialect for s in half} == {"native", "paravt"}
     for s in half:  # one dialect per rollout, every turn of it
         assert {dialect_of(t) for t in s.assistant_texts} == {s.dialect}, s.assistant_texts
+
+
+def test_direct_drills_can_be_played_without_a_tool_advertised():
+    """--drill-no-tool-share: direct answers played in the env's tools=False setting carry its prompt (no tool
+    advertised) and are still right; tool traces keep the tool prompt; 0 draws nothing."""
+    from paravt_env.env import NO_TOOL_SYSTEM_PROMPT
+    from trainers import sft
+    no_tool_head = NO_TOOL_SYSTEM_PROMPT.split("{k}")[0]
+
+    def system(s):
+        return s.messages[0]["content"] if isinstance(s.messages[0]["content"], str) else s.messages[0]["content"][0]["text"]
+
+    plain = build_corpus(0, 3, 3, "paravt", seed=7, wc=WC, budgets=(4, 64))
+    zero = build_corpus(0, 3, 3, "paravt", seed=7, wc=WC, budgets=(4, 64), direct_no_tool_share=0.0)
+    assert [s.assistant_texts for s in plain] == [s.assistant_texts for s in zero]
+    every = build_corpus(0, 4, 3, "paravt", seed=7, wc=WC, budgets=(4, 64), direct_no_tool_share=1.0)
+    direct = [s for s in every if s.kind == "direct"]
+    tool = [s for s in every if s.kind == "tool"]
+    assert direct and tool
+    assert all(system(s).startswith(no_tool_head) and "crop_video" not in system(s) for s in direct)
+    assert all(s.meta["correct"] for s in direct)
+    assert all("crop_video" in system(s) for s in tool)
+    args = sft.parse_args(["--stage1-direct-needle", "10", "--drill-no-tool-share", "1"])
+    assert sft.corpus_plan(args)["s1_direct_needle"][1]["direct_no_tool_share"] == 1.0
+    assert sft.data_key(args) != sft.data_key(sft.parse_args(["--stage1-direct-needle", "10"]))
+    assert sft.data_key(sft.parse_args(["--drill-no-tool-share", "0"])) == sft.data_key(sft.parse_args([]))
+
+
+def test_drills_can_leave_the_call_or_answer_decision_untrained(policy):
+    """--drill-decisions false: a direct answer's first think token and its <answer> tag (the two places where
+    a turn picks answering over calling) are context, every other assistant token is still a target."""
+    from agents.lmm.corpus import encode_record, encoding_policy
+    from trainers import sft
+    enc = encoding_policy(policy.tokenizer)
+    tok = policy.tokenizer
+    samples = build_corpus(0, 3, 0, "paravt", seed=5, wc=WC, budgets=(4, 64), decisions_trained=False)
+    assert samples and all(not s.decisions_trained for s in samples)
+    for s in samples:
+        free = encode_record(enc, s)
+        full = encode_record(enc, dataclasses.replace(s, decisions_trained=True))
+        untrained = np.flatnonzero(full["mask"] & ~free["mask"])
+        assert [tok.decode(free["ids"][p - 2:p]) for p in untrained][0] == "<think>\n"
+        assert tok.convert_ids_to_tokens(int(free["ids"][untrained[1]])) == "<answer>"
+        assert len(untrained) == 2 and "</answer>" in tok.decode(free["ids"][free["mask"]])
+    kwargs = sft.corpus_plan(sft.parse_args(["--stage1-direct-needle", "5", "--drill-decisions", "false"]))
+    assert kwargs["s1_direct_needle"][1]["decisions_trained"] is False
+    assert "decisions_trained" not in sft.corpus_plan(sft.parse_args(["--stage1-direct-needle", "5"]))["s1_direct_needle"][1]
 
 
 def test_spread_native_openers_each_start_with_a_token_of_their_own():

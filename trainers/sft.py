@@ -255,6 +255,15 @@ class Args:
                                                               "sample the other parts as usual (rehearsal: 1,000 "
                                                               "recall-only steps at 1e-3, share 1, made the model "
                                                               "forget how to see)"})
+    drill_no_tool_share: float = field(default=0.0, metadata={"help": "stage 1: share of the direct-answer drills "
+                                                              "played with no tool advertised (the env's tools=False "
+                                                              "prompt): reading the overview is practised where it "
+                                                              "does not compete with calling"})
+    drill_decisions: bool = field(default=True, metadata={"help": "stage 1: the reading and direct-answer drills "
+                                                          "train the tokens where a turn decides between calling and "
+                                                          "answering (the first think token, <answer> after "
+                                                          "</think>); false leaves them as context "
+                                                          "(agents.lmm.corpus.decision_positions)"})
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: "
@@ -373,7 +382,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
-               "stage2_native_share", "stage2_native_traces")
+               "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -463,12 +472,15 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
         plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)
     size = args.world().dataset_size
     drills = dict(s1, wc=dataclasses.replace(args.world(), dataset_size=size + DRILL_EPISODES),
-                  index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES)
+                  index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES,
+                  **({} if args.drill_decisions else {"decisions_trained": False}))
     if any(native_count(args, p, args.stage1_reading) for p in priors):
         plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
                               dict(drills, oracle_fraction=args.reading_oracle_fraction))
     if args.stage1_direct_needle:
-        plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle), drills)
+        plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle),
+                                    dict(drills, **({"direct_no_tool_share": args.drill_no_tool_share}
+                                                    if args.drill_no_tool_share else {})))
     if args.stage1_recall:
         plan["s1_recall"] = (dict(n_recall=args.stage1_recall), {})
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
@@ -502,7 +514,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 # stays out of the key, so those corpora keep their folder.
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
-                    "search_agent": "scene"}
+                    "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True}
 
 
 def data_key(args: Args) -> str:

@@ -92,6 +92,7 @@ class Sample:
     messages: list     # chat messages; assistant turns are the targets
     meta: dict
     targets: str = "all"  # "all" assistant turns are trained, or only the "last" (reading drills)
+    decisions_trained: bool = True  # False: the call-or-answer tokens are context (:func:`decision_positions`)
 
     @property
     def assistant_texts(self) -> list[str]:
@@ -110,14 +111,14 @@ class WorldConfig:
     duration: float | None = None
 
     def env(self, split: str = "train", nframes_gating: bool = True, frame_budget: int = 64,
-            subagent="oracle", gating_budgets=None) -> ParaVTLongVideoEnv:
+            subagent="oracle", gating_budgets=None, tools: bool = True) -> ParaVTLongVideoEnv:
         extra = {"gating_budgets": tuple(gating_budgets)} if gating_budgets else {}
         return ParaVTLongVideoEnv(split=split, world_seed=self.world_seed, dataset_size=self.dataset_size, **extra,
                                   duration=self.duration, frame_budget=frame_budget,
                                   nframes_gating=nframes_gating, frame_size=tuple(self.frame_size),
                                   crop_max_frames=self.crop_max_frames,
                                   max_calls_per_turn=self.max_calls_per_turn, max_turns=self.max_turns,
-                                  subagent=subagent)
+                                  subagent=subagent, tools=tools)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,7 +478,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
                  native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
-                 search_agent: str = "scene", native_trace_share: float = 0.0) -> list[Sample]:
+                 search_agent: str = "scene", native_trace_share: float = 0.0,
+                 direct_no_tool_share: float = 0.0, decisions_trained: bool = True) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -503,12 +505,18 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     dialect is picked once, early, and then followed.
     ``native_think``: how native-dialect turns open; ``grounded_direct_think``: direct answers think what the
     overview shows (both :func:`play_episode`).
+    ``direct_no_tool_share``: each direct answer is played, with this probability, in the env's ``tools=False``
+    setting, whose prompt advertises no tool: answering from the overview is then practised where calling is no
+    option, so it does not compete with the calling habit of the tool prompt.
+    ``decisions_trained=False``: every sample's call-or-answer decision tokens are left untrained
+    (:func:`decision_positions`), so drills teach reading and answering without a habit of answering first.
     ``families`` restricts the direct and tool draws to those question families (reading drills:
     ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
     ``index_offset`` shifts the draw, kept for backward compatibility)."""
     rng = np.random.default_rng(seed)
     env = wc.env(split, nframes_gating=True)
+    no_tool_env = wc.env(split, nframes_gating=True, tools=False) if direct_no_tool_share else None
     ds = env.unwrapped.dataset
     lo, hi = index_range or (0, len(ds))
     samples: list[Sample] = []
@@ -533,13 +541,14 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                 return i, k
         return i, k
 
-    def play(agent, dialect, want_visible, families=None, share=0.0, trace_share=0.0):
+    def play(agent, dialect, want_visible, families=None, share=0.0, trace_share=0.0, no_tool_share=0.0):
         s = None
         for _ in range(max_tries):
             i, k = draw(want_visible, families)
-            # drawn only when asked for, so trace_share=0 renders what it always did
+            # drawn only when asked for, so a share of 0 renders what it always did
             played = "native" if trace_share and rng.random() < trace_share else dialect
-            s = play_episode(env, agent(), played, i, k, rng, close_think_p, grounded_think, share, native_think,
+            where = no_tool_env if no_tool_share and rng.random() < no_tool_share else env
+            s = play_episode(where, agent(), played, i, k, rng, close_think_p, grounded_think, share, native_think,
                              grounded_direct_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
@@ -547,7 +556,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
 
     samples += caption_samples(n_frame, n_caption, rng=rng, wc=wc, ds=ds, pick=pick, cc=caption, progress=progress)
     for _ in range(n_direct):
-        (x := play(lambda: "no_tool", direct_dialect, True, families, native_share, native_trace_share)) is not None \
+        (x := play(lambda: "no_tool", direct_dialect, True, families, native_share, native_trace_share,
+                   direct_no_tool_share)) is not None \
             and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
@@ -561,8 +571,9 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         x is not None and x.meta["tool_calls"] and samples.append(replace(x, targets="last"))
         progress and progress(1)
     env.close()
+    no_tool_env and no_tool_env.close()
     order = rng.permutation(len(samples))
-    return [samples[i] for i in order]
+    return [samples[i] if decisions_trained else replace(samples[i], decisions_trained=False) for i in order]
 
 
 def corpus_stats(samples: list[Sample]) -> dict:
@@ -642,8 +653,28 @@ def encode_record(policy, s: Sample) -> dict:
     if s.targets == "last":  # the conversation ends with the final assistant turn: keep its run only
         context = np.flatnonzero(~mask)
         mask[:context[-1] + 1 if len(context) else 0] = False
+    if not s.decisions_trained:
+        mask[decision_positions(conv.token_ids, policy.tokenizer)] = False
     return dict(ids=np.asarray(conv.token_ids, np.int32), mask=mask, frames=frames, kind=s.kind,
                 len=len(conv.token_ids))
+
+
+def decision_positions(ids, tokenizer) -> np.ndarray:
+    """Where a turn decides between calling a tool and answering: the first token after the ``<think>\n``
+    prefix ("I need a closer look." or a line of what was seen) and an ``<answer>`` tag right after
+    ``</think>\n`` (the other choice there is ``<tool_call>``). Drills that leave these untrained practise
+    reading without pulling the model towards answering at once (a strong prior's calls died under
+    drills that trained them: benchmarks/results/caption_mend/README.md)."""
+    ids = np.asarray(ids)
+    think, close, answer = (tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "<answer>"))
+    newline = tokenizer.encode("\n", add_special_tokens=False)
+    if len(newline) != 1 or len(ids) < 3:
+        return np.zeros(0, np.int64)
+    nl = newline[0]
+    pos = np.arange(2, len(ids))
+    first_think = (ids[pos - 2] == think) & (ids[pos - 1] == nl)
+    answer_tag = (ids[pos] == answer) & (ids[pos - 1] == nl) & (ids[pos - 2] == close)
+    return pos[first_think | answer_tag]
 
 
 def pack_records(records: list[dict]) -> dict[str, np.ndarray]:

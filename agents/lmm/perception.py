@@ -208,22 +208,24 @@ def oracle_first_turn(env, obs, info) -> str:
 
 def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: Sequence[int], forbid_tools: bool,
          subagent: Subagent | str | None = None, max_new_tokens: int = 192, batch_size: int = 64,
-         split: str = "validation", temperature: float = 0.0, seed: int = 0, oracle_first_turn_given: bool = False
-         ) -> list[dict]:
+         split: str = "validation", temperature: float = 0.0, seed: int = 0, oracle_first_turn_given: bool = False,
+         tools: bool = True) -> list[dict]:
     """Play each (episode index, K) once, batched in lockstep: greedy main turns with the
     ``<think>\\n`` prefix (stopping at ``</answer>`` or end of turn, so a turn may hold several
     parallel calls), crops summarised by ``subagent`` in one batch per turn (default: the
     policy itself, greedy; ``"oracle"``: the world's captions). ``forbid_tools``: the tool-call
     tags are suppressed and a generated turn must answer (:func:`forced_answers`), so the number is
     the model's best answer without tools, not a model derailed by a ban it was never trained on.
-    ``oracle_first_turn_given``: the first turn is :func:`oracle_first_turn`, teacher-forced."""
+    ``oracle_first_turn_given``: the first turn is :func:`oracle_first_turn`, teacher-forced.
+    ``tools=False``: the env's setting without a tool (its prompt advertises none)."""
     subagent = subagent or Subagent(policy, frame_size=None)
     banned = VISION_TOKENS + (TOOL_TAGS if forbid_tools else ())
     records = []
     with suppressed(policy, banned):
         for lo in range(0, len(items), batch_size):
             chunk = items[lo:lo + batch_size]
-            envs = [wc.env(split, nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle") for _ in chunk]
+            envs = [wc.env(split, nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle", tools=tools)
+                    for _ in chunk]
             convs, observations, infos, done = [], [], [], [False] * len(chunk)
             for env, (i, k) in zip(envs, chunk):
                 obs, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# A drill mend of the shipped strong v11 whose direct-answer drills are played in the env's tools=False setting.
+# usage: cpu_mend.sh OUT_DIR [extra sft.py flags]   (this CPU, ~7 min; then perception and the prior)
+set -euo pipefail
+out=$1; shift
+python trainers/sft.py --init-from agents/lmm/checkpoints/tiny-strong/cold_start --preset cpu --seed 1 \
+  --caption-max-frames 16 --caption-aug-p 0.5 --stage1-frame 1000 --stage1-caption 2000 --stage1-direct 0 \
+  --stage1-tool 0 --stage1-reading 2000 --stage1-direct-needle 2000 --oracle-fraction 0 --reading-oracle-fraction 0.2 \
+  --grounded-think true --option-think true --direct-think needle --stage1-steps 150 --stage1-lr 5e-5 \
+  --stage2-steps 0 --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --batch-size 32 --warmup 10 \
+  --out "$out" "$@"
+python benchmarks/perception.py --checkpoint "$out/cold_start" --frames 200 --crops 200 --env-default-crops 200 \
+  --visible 40 --tool-episodes 48 --json "$out/perception.json"
+python benchmarks/prior.py --strong "$out/cold_start" --only strong --settings greedy/K,t0.7/K --episodes 96 \
+  --agreement-crops 0 --out "$out/prior"
