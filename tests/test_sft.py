@@ -252,6 +252,10 @@ def test_drills_can_leave_the_call_or_answer_decision_untrained(policy):
         assert len(untrained) == 2 and "</answer>" in tok.decode(free["ids"][free["mask"]])
     kwargs = sft.corpus_plan(sft.parse_args(["--stage1-direct-needle", "5", "--drill-decisions", "false"]))
     assert kwargs["s1_direct_needle"][1]["decisions_trained"] is False
+    # without a tool advertised there is no choice to keep out of training
+    no_tool = build_corpus(0, 3, 0, "paravt", seed=5, wc=WC, budgets=(4, 64), decisions_trained=False,
+                           direct_no_tool_share=1.0)
+    assert no_tool and all(s.decisions_trained and not s.meta["tools"] for s in no_tool)
     assert "decisions_trained" not in sft.corpus_plan(sft.parse_args(["--stage1-direct-needle", "5"]))["s1_direct_needle"][1]
 
 
@@ -854,6 +858,31 @@ def test_direct_think_names_the_needle_or_scene_the_overview_shows_then_its_lett
     keys = {sft.data_key(sft.Args(direct_think=m)) for m in ("none", "needle", "all")}
     assert len(keys) == 3 and sft.data_key(sft.Args()) == sft.data_key(sft.Args(direct_think="none"))
     assert sft.parse_args(["--direct-think", "all"]).direct_think == "all"
+
+
+def test_timed_direct_think_names_the_frame_that_shows_the_needle():
+    """--direct-think needle_time: the line opens with the time of an overview frame (as the prompt prints it)
+    that shows the named object, and the object is the answer."""
+    import re
+
+    env = WorldConfig().env("train", nframes_gating=True)
+    samples = build_corpus(0, 16, 0, "paravt", seed=4, wc=WorldConfig(), grounded_think="options",
+                           grounded_direct_think="needle_time", families=("needle", "needle_attribute"),
+                           index_range=(0, 3000), budgets=(32, 64))
+    timed = 0
+    for s in samples:
+        think = s.assistant_texts[-1].split("</think>")[0]
+        m = re.search(r"At (\d+\.\d) s the overview shows a (\w+ \w+)", think)
+        if m is None:
+            continue
+        env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
+        printed = [p["text"] for p in s.messages[1]["content"] if p.get("type") == "text"]
+        assert f"<{m.group(1)} seconds>" in printed
+        frame = env.unwrapped.episode.source.caption([float(m.group(1))])
+        assert m.group(2) in caption_objects(frame) and s.meta["correct"]
+        timed += 1
+    env.close()
+    assert timed >= 4, timed
 
 
 def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():

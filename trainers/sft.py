@@ -291,8 +291,10 @@ class Args:
                                                        "with --option-think). needle: on needle questions ('The "
                                                        "overview shows a white star.'); all: on global ones too "
                                                        "('The overview shows the cave scene.'): the object or scene "
-                                                       "is named before its option is matched",
-                                                       "choices": ("none", "needle", "all")})
+                                                       "is named before its option is matched; needle_time: the "
+                                                       "needle line opens with its frame's time ('At 27.6 s the "
+                                                       "overview shows a white star.')",
+                                                       "choices": ("none", "needle", "needle_time", "all")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

@@ -198,7 +198,7 @@ def restated_options(question) -> str:
     return "; ".join(f"{LETTERS[i]}. {o} {LETTERS[i]}" for i, o in enumerate(question.options))
 
 
-def grounded_line(env, said: str, seen_by: str, restate_options: bool = False) -> str | None:
+def grounded_line(env, said: str, seen_by: str, restate_options: bool = False, timed: bool = False) -> str | None:
     """A think line that names what ``said`` (text of what the agent saw) shows of the question's needle,
     e.g. "The crops show a white star." (needle and needle_attribute questions, when ``said`` names exactly
     one needle that is the answer). It splits the answer into two one-step moves: name the object, then
@@ -213,11 +213,14 @@ def grounded_line(env, said: str, seen_by: str, restate_options: bool = False) -
     if q.family not in READING_FAMILIES:
         return None
     truth = q.options[ord(q.answer) - ord("A")] if q.answer_type == "mcq" else str(q.answer)
-    hits = {f"{c} {sh}" for c, sh, _ in caption_needles(said)
+    hits = {f"{c} {sh}": first for (c, sh, _), (first, _) in caption_needles(said).items()
             if truth == f"{c} {sh}" or (truth in (c, sh) and (c in q.text or sh in q.text))}
     if len(hits) != 1:
         return None
-    return _seen_sentence(q, f"{seen_by} a {hits.pop()}", restate_options)
+    (name, first), = hits.items()
+    if timed:  # the frame first, then what it shows: "At 27.6 s the overview shows a white star."
+        return _seen_sentence(q, f"At {first:.1f} s {seen_by[0].lower()}{seen_by[1:]} a {name}", restate_options)
+    return _seen_sentence(q, f"{seen_by} a {name}", restate_options)
 
 
 def _seen_sentence(q, sentence: str, restate_options: bool) -> str:
@@ -235,12 +238,14 @@ def grounded_after_tool(env, restate_options: bool = False) -> str | None:
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-def grounded_direct(env, restate_options: bool = False, scenes: bool = False) -> str | None:
+def grounded_direct(env, restate_options: bool = False, scenes: bool = False, timed: bool = False) -> str | None:
     """:func:`grounded_line` of the overview (a direct answer): "The overview shows a white star." What the
     overview shows is the world's caption of its frames, so the line names an object only when one of the
     K frames shows it. ``scenes``: a global question ("which scene occurs") thinks the option scene the
     overview shows, "The overview shows the cave scene." (options restated: "...; D. city D. The overview
-    shows the cave scene B.")."""
+    shows the cave scene B."). ``timed``: the needle's line opens with the time of the first frame showing it
+    (copied from the prompt's timestamp), "At 27.6 s the overview shows a white star.", so the model commits
+    to a frame before it names what the frame shows."""
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
     if scenes and q.family == "global":
@@ -248,7 +253,7 @@ def grounded_direct(env, restate_options: bool = False, scenes: bool = False) ->
         if len(shown) != 1 or shown[0] != q.options[ord(q.answer) - ord("A")]:
             return None
         return _seen_sentence(q, f"The overview shows the {shown[0]} scene", restate_options)
-    return grounded_line(env, said, "The overview shows", restate_options)
+    return grounded_line(env, said, "The overview shows", restate_options, timed=timed)
 
 
 def round_windows(windows, widen: bool = True) -> list[tuple[float, float]]:
@@ -315,7 +320,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
     (``"options"``: with the options restated). ``grounded_direct_think``: a direct answer (no tool call)
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
-    ``"options"``): on needle questions (True or ``"needle"``), and on global ones too (``"all"``).
+    ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
+    time), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
@@ -339,7 +345,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
         if grounded_direct_think and decision == "direct":
             think = grounded_direct(env.unwrapped, restate_options=grounded_think == "options",
-                                    scenes=grounded_direct_think == "all") or think
+                                    scenes=grounded_direct_think == "all",
+                                    timed=grounded_direct_think == "needle_time") or think
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
@@ -356,6 +363,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
                        correct=is_correct(acc := accuracy_reward(final, q.answer, q.answer_type, q.options),
                                           q.answer_type),
                        accuracy=float(acc), env_correct=bool(info.get("correct", False)),
+                       tools=bool(env.unwrapped.tools),
                        visible=evidence_visible(env.unwrapped.overview.timestamps,
                                                 env.unwrapped.episode.question.evidence, info["family"])))
 
@@ -508,8 +516,9 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     ``direct_no_tool_share``: each direct answer is played, with this probability, in the env's ``tools=False``
     setting, whose prompt advertises no tool: answering from the overview is then practised where calling is no
     option, so it does not compete with the calling habit of the tool prompt.
-    ``decisions_trained=False``: every sample's call-or-answer decision tokens are left untrained
-    (:func:`decision_positions`), so drills teach reading and answering without a habit of answering first.
+    ``decisions_trained=False``: in samples whose prompt offers the tool, the call-or-answer decision tokens
+    are left untrained (:func:`decision_positions`), so drills teach reading and answering without a habit of
+    answering first; where no tool is advertised there is no such choice and the whole turn is trained.
     ``families`` restricts the direct and tool draws to those question families (reading drills:
     ``families`` or :data:`READING_FAMILIES`).
     Episodes come from ``index_range`` = [lo, hi) of the split (default: all of it;
@@ -573,7 +582,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     env.close()
     no_tool_env and no_tool_env.close()
     order = rng.permutation(len(samples))
-    return [samples[i] if decisions_trained else replace(samples[i], decisions_trained=False) for i in order]
+    return [replace(samples[i], decisions_trained=False)
+            if not decisions_trained and samples[i].meta.get("tools", True) else samples[i] for i in order]
 
 
 def corpus_stats(samples: list[Sample]) -> dict:
