@@ -812,6 +812,60 @@ def test_option_think_restates_the_options_letter_after_object_and_ends_with_the
         sft.main(sft.Args(option_think=True, out="/nonexistent/never-written"))
 
 
+def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_answer():
+    """--presence-think: the answer after tool turns on needle questions is a chain of yes/no checks in a fixed
+    order (the options; for a colour question every colour with the named shape) whose every "no" is a candidate
+    the responses do not name and whose one "yes", the last check, is the answer; ambiguous chains are not
+    written. Its own data key; refused without --grounded-think."""
+    import re
+
+    from agents.lmm.corpus import caption_objects, presence_line
+    from paravt_env.questions import Question
+    from paravt_env.world import COLOURS
+    from trainers import sft
+
+    samples = build_corpus(0, 0, 0, "paravt", seed=2, wc=WorldConfig(), n_reading=30, grounded_think="presence",
+                           families=("needle", "needle_attribute"), oracle_fraction=0.3, index_range=(0, 3000))
+    chains = {"needle": 0, "needle_attribute": 0}
+    for s in samples:
+        last = s.assistant_texts[-1]
+        think = last.split("</think>")[0].removeprefix("<think>\n").strip()
+        answer = re.search(r"<answer>(.*?)</answer>", last).group(1)
+        if ": yes." not in think:
+            continue
+        responses = " ".join(p.get("text", "") for m in s.messages[3:] if m["role"] == "user"
+                             for p in m["content"] if isinstance(p, dict))
+        seen = caption_objects(responses)
+        checks = [c.rsplit(": ", 1) for c in think.rstrip(".").split("; ")]
+        objects = [re.sub(r"^[A-D]\. ", "", head) for head, _ in checks]
+        assert [v for _, v in checks] == ["no"] * (len(checks) - 1) + ["yes"]
+        assert not set(objects[:-1]) & seen and objects[-1] in seen and s.meta["correct"]
+        if s.meta["family"] == "needle":
+            q = s.messages[1]["content"][-1]["text"]
+            options = re.findall(r"^([A-D])\. (.+)$", q, flags=re.M)
+            assert [h for h, _ in checks] == [f"{k}. {o}" for k, o in options][:len(checks)]
+            assert checks[-1][0][0] == answer
+        else:
+            assert [o.split()[0] for o in objects] == list(COLOURS)[:len(checks)] and objects[-1].split()[0] == answer
+        chains[s.meta["family"]] += 1
+    assert min(chains.values()) >= 5
+
+    def q(family, text, answer, options=None):
+        return Question("q", family, text, answer, "mcq" if options else "open", options, ((0.0, 1.0),))
+    said = "Objects: red star at top (3.0 s); blue star at left (9.0 s); green circle at center (5.0 s)."
+    colour = "What colour is the large star that appears during the cave scene? Answer with one word."
+    assert presence_line(q("needle_attribute", colour, "red"), said) == "red star: yes."
+    assert presence_line(q("needle_attribute", colour, "blue"), said) is None      # an earlier candidate is named
+    assert presence_line(q("needle_attribute", colour, "white"), said) is None     # the answer is not named
+    options = ("white cross", "green circle", "red star", "cyan diamond")
+    assert presence_line(q("needle", "Which?", "B", options), said) == "A. white cross: no; B. green circle: yes."
+    assert presence_line(q("global", "Which scene?", "B", options), said) is None
+    assert sft.data_key(sft.Args(grounded_think=True, presence_think=True)) != sft.data_key(
+        sft.Args(grounded_think=True)) and sft.data_key(sft.Args()) == sft.data_key(sft.Args(presence_think=False))
+    with pytest.raises(SystemExit, match="--grounded-think"):
+        sft.main(sft.Args(presence_think=True, out="/nonexistent/never-written"))
+
+
 def test_direct_think_names_the_needle_or_scene_the_overview_shows_then_its_letter():
     """--direct-think: a direct answer on a needle question thinks what the overview shows of the needle
     (the object is in the world's caption of the overview frames and is the answer; multiple choice

@@ -286,6 +286,14 @@ class Args:
                                                         "after its object and ends with the letter ('A. red star A; "
                                                         "B. white star B. The crops show a white star B.'), so "
                                                         "matching the object to its option is a forward copy"})
+    presence_think: bool = field(default=False, metadata={"help": "with --grounded-think: the answer after tool "
+                                                          "turns on needle questions thinks a yes/no check per "
+                                                          "candidate up to the answer ('A. red star: no; B. white "
+                                                          "circle: yes.'; colour questions check every colour with "
+                                                          "the named shape; agents.lmm.corpus.presence_line): one "
+                                                          "lookup per check instead of one search over every "
+                                                          "object the responses list. Direct answers keep the "
+                                                          "restated options"})
     direct_think: str = field(default="none", metadata={"help": "direct answers first think what the overview "
                                                        "shows (agents.lmm.corpus.grounded_direct; options restated "
                                                        "with --option-think). needle: on needle questions ('The "
@@ -383,7 +391,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
-               "option_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
+               "option_think", "presence_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions")
 
 
@@ -449,13 +457,20 @@ PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_dire
 DRILL_EPISODES = 60_000
 
 
+def grounded_think_mode(args: Args) -> bool | str:
+    """``build_corpus``'s ``grounded_think`` from the three flags that shape it."""
+    if args.grounded_think and args.presence_think:
+        return "presence"
+    return "options" if args.grounded_think and args.option_think else args.grounded_think
+
+
 def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     """Corpus parts: name -> (counts for ``build_corpus``, its keyword arguments). ``s1_native``
     only when a prior in ``priors`` (default: ``args.tool_prior``) needs native traces."""
     priors = priors or (("strong", "weak") if args.tool_prior == "both" else (args.tool_prior,))
     common = dict(wc=args.world(), budgets=args.budget_tuple(), oracle_fraction=args.oracle_fraction,
                   keep_wrong=args.keep_wrong, caption=args.caption_config(),
-                  grounded_think="options" if args.grounded_think and args.option_think else args.grounded_think,
+                  grounded_think=grounded_think_mode(args),
                   grounded_direct_think=False if args.direct_think == "none" else args.direct_think,
                   search_agent=args.search_agent)
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
@@ -514,7 +529,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 # Data fields added after corpora had been built, with the value they had before: at that value a field
 # stays out of the key, so those corpora keep their folder.
-LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
+LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True}
 
@@ -978,8 +993,10 @@ def main(args: Args) -> Path:
     for flag in ("stage2_native_share", "stage2_native_traces"):
         if not 0.0 <= getattr(args, flag) <= 1.0:
             raise SystemExit(f"--{flag.replace('_', '-')} must be in [0, 1], got {getattr(args, flag)}")
-    if args.option_think and not args.grounded_think:
-        raise SystemExit("--option-think shapes the grounded think line: give it with --grounded-think true")
+    for flag in ("option_think", "presence_think"):
+        if getattr(args, flag) and not args.grounded_think:
+            raise SystemExit(f"--{flag.replace('_', '-')} shapes the grounded think line: give it with "
+                             "--grounded-think true")
     if args.tool_prior == "both" and (args.stage2_native_share or args.stage2_native_traces):
         raise SystemExit("--stage2-native-share/-traces shape one prior's cold start (the two priors share one "
                          "corpus): build that prior alone with --tool-prior strong or weak")

@@ -77,7 +77,7 @@ from paravt_env.parsing import parse_turn
 from paravt_env.questions import LETTERS
 from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
-from paravt_env.world import uniform_timestamps
+from paravt_env.world import COLOURS, SHAPES, uniform_timestamps
 
 KINDS = ("frame", "caption", "direct", "tool", "recall")
 DIALECTS = ("paravt", "native")
@@ -231,10 +231,47 @@ def _seen_sentence(q, sentence: str, restate_options: bool) -> str:
     return f"{sentence}."
 
 
-def grounded_after_tool(env, restate_options: bool = False) -> str | None:
-    """:func:`grounded_line` of the tool responses: "The crops show a white star." """
+def presence_line(question, said: str) -> str | None:
+    """A chain of yes/no checks, one per candidate in a fixed order, up to the first that ``said`` names:
+    "A. red star: no; B. white circle: yes." (multiple choice: the options) or "red star: no; green star: no;
+    blue star: yes." (a colour question: every colour with the shape it names). One skill answers both
+    families, whether a colour-shape pair occurs in the text, and the answer is the candidate the chain stopped
+    at. Naming the right object among several in one step did not form in this model, while the chain formed
+    in under a thousand steps on text probes (benchmarks/results/presence/README.md).
+    None where the chain would not end at the answer: the answer is not named, or an earlier candidate is
+    (another scene's object of the same shape, say)."""
+    if question.family not in READING_FAMILIES:
+        return None
+    seen = {f"{c} {sh}" for c, sh, _ in caption_needles(said)}
+    if question.answer_type == "mcq":
+        heads = [f"{LETTERS[i]}. {o}" for i, o in enumerate(question.options)]
+        objects = list(question.options)
+        truth = question.options[ord(question.answer) - ord("A")]
+    else:
+        shape = next((sh for sh in SHAPES if f" {sh} " in f" {question.text} "), None)
+        if shape is None:
+            return None
+        objects = [f"{c} {shape}" for c in COLOURS]
+        heads, truth = objects, f"{question.answer} {shape}"
+    if truth not in seen or truth not in objects:
+        return None
+    checks = []
+    for head, obj in zip(heads, objects):
+        if obj == truth:
+            return "; ".join(checks + [f"{head}: yes"]) + "."
+        if obj in seen:
+            return None
+        checks.append(f"{head}: no")
+    return None
+
+
+def grounded_after_tool(env, restate_options: bool = False, presence: bool = False) -> str | None:
+    """:func:`grounded_line` of the tool responses: "The crops show a white star."; ``presence``: the
+    :func:`presence_line` of them instead."""
     users = [m for m in env.messages if m["role"] == "user"][1:]  # the first holds the overview and question
     said = " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
+    if presence:
+        return presence_line(env.episode.question, said)
     return grounded_line(env, said, "The crops show", restate_options)
 
 
@@ -318,7 +355,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
-    (``"options"``: with the options restated). ``grounded_direct_think``: a direct answer (no tool call)
+    (``"options"``: with the options restated; ``"presence"``: the :func:`presence_line` of the responses,
+    direct answers keeping the restated options). ``grounded_direct_think``: a direct answer (no tool call)
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
     ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
     time), and on global ones too (``"all"``).
@@ -342,9 +380,10 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
                   if dialect == "native" and native_think in NATIVE_OPENERS else None)
         think = opener or think
         if grounded_think and decision == "answer_after_tool":
-            think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options") or think
+            think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options",
+                                        presence=grounded_think == "presence") or think
         if grounded_direct_think and decision == "direct":
-            think = grounded_direct(env.unwrapped, restate_options=grounded_think == "options",
+            think = grounded_direct(env.unwrapped, restate_options=grounded_think in ("options", "presence"),
                                     scenes=grounded_direct_think == "all",
                                     timed=grounded_direct_think == "needle_time") or think
         if opener and native_think == "spread" and think != opener:

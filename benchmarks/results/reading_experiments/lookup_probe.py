@@ -102,7 +102,8 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "f
     options: in short_lookup.txt the letter lookup forms with four options and not with two); 12 draws
     exactly what it always did. think="restate": a colour question's think line first names the shape
     asked about ("The question asks about the star."), putting the query next to the answer as the
-    short line's question is (short_lookup.txt); letter questions keep the fixed line."""
+    short line's question is (short_lookup.txt); letter questions keep the fixed line.
+    think="presence": :func:`presence_line`, a chain of yes/no checks ending at the answer."""
     objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
     mcq = rng.random() < 0.5
     n_resp = int(rng.integers(1, 4))
@@ -134,8 +135,25 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "f
         a, b = t0 + 60 * j, t0 + 60 * j + 50
         items, at = seen[at:at + int(sizes[j])], at + int(sizes[j])
         responses.append(response(rng, a, b, scenes[j], items, first=3, spacing=11))
-    line = f"The question asks about the {target[1]}." if think == "restate" and not mcq else "The crops answer it."
+    if think == "presence":
+        line = presence_line(options if mcq else [(c, target[1]) for c in COLOUR_NAMES], target, mcq)
+    else:
+        line = f"The question asks about the {target[1]}." if think == "restate" and not mcq else "The crops answer it."
     return conversation(q, t0, responses, line, answer, mcq)
+
+
+def presence_line(candidates, target, mcq: bool) -> str:
+    """think="presence": one yes/no check per candidate, in order, up to the first one the responses show.
+    Candidates are the options (letter questions) or every colour with the named shape (colour questions), so
+    both families need one skill, whether a colour-shape pair occurs in the responses, and the answer is the
+    last candidate named (a fixed offset back, not a search)."""
+    checks = []
+    for i, (c, s) in enumerate(candidates):
+        head = f"{'ABCD'[i]}. {c} {s}" if mcq else f"{c} {s}"
+        checks.append(f"{head}: {'yes' if (c, s) == target else 'no'}")
+        if (c, s) == target:
+            break
+    return "; ".join(checks) + "."
 
 
 def records(samples, enc) -> Records:
@@ -234,7 +252,10 @@ class CompiledTextLoss:
         first = (weight == self.tr.answer_weight).float().argmax(1)  # each probe's first answer token
         rows = torch.arange(len(recs), device=ids.device)
         right = (pred[rows, first] == ids[rows, first + 1]).cpu().numpy()
+        # every target token of the final turn right, teacher-forced: exactly what greedy decoding would write
+        exact = ((pred == ids[:, 1:]) | (weight == 0)).all(1).cpu().numpy()
         return dict(shape=0, answer_mcq=int(right[mcq].sum()), answer_open=int(right[~mcq].sum()),
+                    exact_mcq=int(exact[mcq].sum()), exact_open=int(exact[~mcq].sum()),
                     n_mcq=int(mcq.sum()), n_open=int((~mcq).sum()))
 
     def check(self, recs: Records, idx) -> tuple[float, float]:
@@ -293,8 +314,9 @@ def main(argv=None):
                    help="multi form: train in stages of probes with at most OBJECTS objects, "
                         "STEPS steps each, e.g. 2:3000,4:2000,12:3000 (short_lookup.txt: the lookup forms on "
                         "two objects and then carries to more); MINUTES still bounds the whole run")
-    p.add_argument("--think", default="fixed", choices=("fixed", "restate"),
-                   help="multi form: the final think line (probe_multi): fixed, or restate the colour question's shape")
+    p.add_argument("--think", default="fixed", choices=("fixed", "restate", "presence"),
+                   help="multi form: the final think line (probe_multi): fixed, restate the colour question's shape, "
+                        "or presence (a yes/no check per candidate up to the answer)")
     p.add_argument("--advance-at", type=float, default=None, metavar="FRACTION",
                    help="curriculum: end a stage early once its own held-out size (in --eval-objects) answers "
                         "both the letter and the colour at least this often, e.g. 0.85")
@@ -377,8 +399,9 @@ def main(argv=None):
                 print(f"step {step} loss {loss.item():.3f} ({time.time() - t_start:.0f} s)", scores, flush=True)
                 save()  # a run cut off by a time limit keeps what it learned
                 own = scores.get(max_objects) if len(sizes) > 1 else None
-                if a.advance_at is not None and own and min(own["answer_mcq"] / own["n_mcq"],
-                                                 own["answer_open"] / own["n_open"]) >= a.advance_at:
+                right = ("exact_mcq", "exact_open") if own and "exact_mcq" in own else ("answer_mcq", "answer_open")
+                if a.advance_at is not None and own and min(own[right[0]] / own["n_mcq"],
+                                                 own[right[1]] / own["n_open"]) >= a.advance_at:
                     print(f"stage formed at step {step}", flush=True)
                     break
     print(f"step {step} (end)", evaluate(), flush=True)
