@@ -866,6 +866,42 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
         sft.main(sft.Args(presence_think=True, out="/nonexistent/never-written"))
 
 
+def test_presence_probes_are_text_drills_whose_only_target_is_a_chain_ending_at_the_answer():
+    """--stage1-presence: text-only probes in a reading drill's shape; each one's think is the presence chain of its
+    own responses and ends at its answer (so only the check can answer), at most max_objects objects are listed,
+    the final turn is the only target, and the rows are their own corpus part and data key."""
+    import re
+
+    from agents.lmm.corpus import presence_line, presence_probe, presence_records
+    from paravt_env.questions import Question
+    from trainers import sft
+
+    rng = np.random.default_rng(0)
+    families = set()
+    for max_objects in (2, 4, 12):
+        for _ in range(40):
+            s = presence_probe(rng, max_objects)
+            q_text, responses, last = s.messages[0]["content"], s.messages[2]["content"], s.messages[3]["content"]
+            seen = caption_objects(responses)
+            assert 1 <= len(seen) <= max_objects and len(re.findall(r" at [a-z-]+ \(", responses)) == len(seen)
+            think, answer = re.fullmatch(r"<think>\n(.*)\n</think>\n<answer>(.*)</answer>", last).groups()
+            options = tuple(re.findall(r"^[A-D]\. (.+)$", q_text, flags=re.M)) or None
+            question = Question("q", s.meta["family"], q_text.removeprefix("Question: ").split("\n")[0], answer,
+                                "mcq" if options else "open", options)
+            assert think == presence_line(question, responses) and think.endswith(": yes.")
+            families.add(s.meta["family"])
+    assert families == {"needle", "needle_attribute"}
+    probes = [presence_probe(np.random.default_rng(i), 12) for i in range(50)]
+    tok = build_tokenizer([m["content"] for p in probes for m in p.messages], vocab_size=400)
+    for r in presence_records(tok, 3, np.random.default_rng(1)):
+        assert r["kind"] == "presence" and len(r["frames"]) == 0
+        trained = tok.decode(np.asarray(r["ids"])[r["mask"]].tolist())
+        assert ": yes." in trained and "Objects:" not in trained and "crop_video" not in trained
+    plan = sft.corpus_plan(sft.Args(stage1_presence=50))
+    assert plan["s1_presence"][0] == {"n_presence": 50} and "s1_presence" not in sft.corpus_plan(sft.Args())
+    assert sft.data_key(sft.Args(stage1_presence=50)) != sft.data_key(sft.Args())
+
+
 def test_direct_think_names_the_needle_or_scene_the_overview_shows_then_its_letter():
     """--direct-think: a direct answer on a needle question thinks what the overview shows of the needle
     (the object is in the world's caption of the overview frames and is the answer; multiple choice

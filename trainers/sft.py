@@ -18,6 +18,9 @@ Stage 1, "base pretraining", teaches the model to SEE and the strong prior its t
                             practice of the in-context lookup reading needs; ``--recall-warmup-steps`` opens
                             stage 1 with that many steps at ``--recall-warmup-lr``, ``--recall-warmup-share``
                             of them on recall rows (all of them at 1e-3 erased perception)
+    presence probes         ``--stage1-presence``: text-only reading drills about random objects whose answer
+                            turn is the presence chain (``agents.lmm.corpus.presence_probe``), sampled
+                            ``--presence-weight`` times their size
     The first ``--perception-warmup`` of stage 1 trains on captions only (seeing first).
 Stage 2, "cold start": a short SFT on the ParaVT grammar with PARALLEL calls (``<think>``, several
 ``<tool_call>`` JSON blocks in one turn, ``<answer>``): tool traces + direct answers on episodes
@@ -242,6 +245,12 @@ class Args:
     stage1_recall: int = field(default=0, metadata={"help": "stage 1: text-only associative-recall rows "
                                                     "(agents.lmm.corpus.recall_records): dense practice of the "
                                                     "in-context lookup that reading a tool response needs; both priors"})
+    stage1_presence: int = field(default=0, metadata={"help": "stage 1: text-only presence probes "
+                                                      "(agents.lmm.corpus.presence_probe): reading drills about random "
+                                                      "objects whose answer turn is the presence chain; on text the "
+                                                      "check forms where real drills alone did not "
+                                                      "(benchmarks/results/presence/)"})
+    presence_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the presence probes"})
     recall_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the recall rows "
                                                         "relative to their size"})
     recall_warmup_steps: int = field(default=0, metadata={"help": "stage 1 opens with this many steps at "
@@ -390,7 +399,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
-               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
+               "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions")
 
@@ -447,11 +456,12 @@ def inherit_world(args: Args, given=()) -> Args:
 # the pre-rendered corpus
 # ============================================================================================
 # Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
-_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0, "n_recall": 0.02}
+_COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0, "n_recall": 0.02,
+         "n_presence": 0.1}
 # Every corpus part; its position seeds its chunks, so a part's data never depends on which other
 # parts a build asked for (the strong and the weak build share one corpus).
 PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption",
-         "s1_reading", "s1_direct_needle", "s1_recall")
+         "s1_reading", "s1_direct_needle", "s1_recall", "s1_presence")
 # Drills come from train-split episodes past the world's dataset_size (fresh videos, never
 # validation's: a split owns every third video), so no drill repeats an episode the other parts use.
 DRILL_EPISODES = 60_000
@@ -500,6 +510,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                                                     if args.drill_no_tool_share else {})))
     if args.stage1_recall:
         plan["s1_recall"] = (dict(n_recall=args.stage1_recall), {})
+    if args.stage1_presence:
+        plan["s1_presence"] = (dict(n_presence=args.stage1_presence), {})
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
 
 
@@ -530,7 +542,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 # Data fields added after corpora had been built, with the value they had before: at that value a field
 # stays out of the key, so those corpora keep their folder.
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
-                    "stage1_recall": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
+                    "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True}
 
 
@@ -1091,7 +1103,7 @@ def main(args: Args) -> Path:
     # without a budget it runs its steps.
     s1 = Stage("stage1", {n: r for n, r in parts.items() if n.startswith("s1_")},
                {"s1_native": args.tool_weight, "s1_reading": args.drill_weight, "s1_direct_needle": args.drill_weight,
-                "s1_recall": args.recall_weight}, args.stage1_steps, args.stage1_lr,
+                "s1_recall": args.recall_weight, "s1_presence": args.presence_weight}, args.stage1_steps, args.stage1_lr,
                caption_only_until=args.perception_warmup, end_by=deadline - 10.0,
                next_steps=args.stage2_steps, next_share=args.stage2_share,
                lead_part="s1_recall", lead_steps=args.recall_warmup_steps, lead_lr=args.recall_warmup_lr,

@@ -74,12 +74,12 @@ from agents.scripted import QUESTION_SCENE_RE, make_agent
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn
-from paravt_env.questions import LETTERS
+from paravt_env.questions import LETTERS, Question
 from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
-from paravt_env.world import COLOURS, SHAPES, uniform_timestamps
+from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES, uniform_timestamps
 
-KINDS = ("frame", "caption", "direct", "tool", "recall")
+KINDS = ("frame", "caption", "direct", "tool", "recall", "presence")
 DIALECTS = ("paravt", "native")
 GATING = (4, 8, 16, 32, 64)
 READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the responses name
@@ -263,6 +263,79 @@ def presence_line(question, said: str) -> str | None:
             return None
         checks.append(f"{head}: no")
     return None
+
+
+def probe_response(rng: np.random.Generator, a: float, b: float, scene: str, items, first: float,
+                   spacing: float) -> str:
+    """A tool response in the env's wording for the (colour, shape) ``items`` of a text probe, seen ``first`` s
+    into the window and ``spacing`` s apart (positions drawn from ``rng``)."""
+    objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + first + spacing * k:.1f} s)"
+                        for k, (c, s) in enumerate(items))
+    return (f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scene} scene "
+            f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
+
+
+def probe_conversation(q: str, t0: float, responses: list[str], think: str, answer: str, mcq: bool,
+                       meta: dict | None = None) -> Sample:
+    """A text probe in a reading drill's shape: the calls that gave ``responses`` (60 s apart), then the answer
+    turn, the only target."""
+    calls = "".join(f'<tool_call>{{"name": "crop_video", "arguments": {{"start_time": {int(t0 + 60 * j)}, '
+                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(len(responses)))
+    messages = [{"role": "user", "content": q},
+                {"role": "assistant", "content": f"<think>\n{THINK_TOOL}\n</think>\n" + calls},
+                {"role": "user", "content": "".join(responses)},
+                {"role": "assistant", "content": f"<think>\n{think}\n</think>\n<answer>{answer}</answer>"}]
+    return Sample("tool", "paravt", messages, dict(mcq=mcq, **(meta or {})), targets="last")
+
+
+def presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
+    """A text-only drill of the presence check (``trainers/sft.py --stage1-presence``) in a reading drill's shape:
+    a needle or needle_attribute question about random objects and scenes, 1-3 tool responses in the env's wording
+    listing 2-4 objects each (at most ``max_objects`` in all), and the answer turn thinking :func:`presence_line`,
+    the only target. Only the check can answer: the other options appear nowhere, and a colour question's shape
+    appears once. On text alone the check formed in under a thousand GPU steps, where images and drills alone
+    did not form it (benchmarks/results/presence/README.md)."""
+    objs = [(c, sh) for c in COLOURS for sh in SHAPES]
+    mcq = bool(rng.random() < 0.5)
+    sizes = rng.integers(2, 5, int(rng.integers(1, 4)))
+    fits = np.cumsum(sizes) <= max_objects
+    sizes = sizes[fits] if fits.any() else np.array([max(1, max_objects)])
+    target = objs[int(rng.integers(len(objs)))]
+    # the rest never repeat the target, and for a colour question never share its shape
+    others = [o for o in objs if o != target and (mcq or o[1] != target[1])]
+    pick = rng.choice(len(others), int(sizes.sum()) - 1 + 3, replace=False)
+    seen = [others[i] for i in pick[:int(sizes.sum()) - 1]]
+    seen.insert(int(rng.integers(len(seen) + 1)), target)
+    scenes = [str(x) for x in rng.choice(SCENE_NAMES, len(sizes), replace=False)]
+    bounds = np.cumsum(sizes)[:-1]
+    where = int(np.searchsorted(bounds, seen.index(target), side="right"))
+    if mcq:
+        options = [others[i] for i in pick[int(sizes.sum()) - 1:]] + [target]
+        options = [options[i] for i in rng.permutation(4)]
+        names = tuple(f"{c} {sh}" for c, sh in options)
+        question = Question("probe", "needle", f"Which of these objects appears during the {scenes[where]} scene?",
+                            LETTERS[options.index(target)], "mcq", names)
+        text = question.text + "\nOptions:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(names))
+    else:
+        question = Question("probe", "needle_attribute", f"What colour is the large {target[1]} that appears during "
+                            f"the {scenes[where]} scene? Answer with one word.", target[0], "open")
+        text = question.text
+    t0 = float(rng.uniform(0, 600))
+    responses = [probe_response(rng, t0 + 60 * j, t0 + 60 * j + 50, scenes[j], part, first=3, spacing=11)
+                 for j, part in enumerate(np.split(np.array(seen, dtype=object), bounds))]
+    think = presence_line(question, "".join(responses))
+    return probe_conversation("Question: " + text, t0, responses, think, question.answer, mcq,
+                              dict(family=question.family))
+
+
+def presence_records(tokenizer, n: int, rng: np.random.Generator, max_objects: int = 12) -> list[dict]:
+    """``n`` :func:`presence_probe` rows as training records (no frames)."""
+    policy = encoding_policy(tokenizer)
+    out = []
+    for _ in range(n):
+        record = encode_record(policy, presence_probe(rng, max_objects))
+        out.append(dict(record, kind="presence"))
+    return out
 
 
 def grounded_after_tool(env, restate_options: bool = False, presence: bool = False) -> str | None:
@@ -794,7 +867,7 @@ def recall_records(tokenizer, n: int, rng: np.random.Generator) -> list[dict]:
 def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     """Worker entry point (importable, so ``spawn`` pools can run it): build a corpus chunk
     (``counts`` = n_frame / n_caption / n_direct / n_tool / tool_dialect for :func:`build_corpus`, or
-    n_recall for :func:`recall_records`),
+    n_recall for :func:`recall_records`, or n_presence for :func:`presence_records`),
     encode it and write the packed arrays to ``path`` (``.npz``, written atomically, so a killed
     build leaves only whole chunks). Returns the chunk's :func:`corpus_stats`."""
     import os
@@ -804,6 +877,9 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     if counts.get("n_recall"):
         packed = pack_records(recall_records(tokenizer, counts["n_recall"], np.random.default_rng(kwargs["seed"])))
         stats = {"kinds": {"recall": counts["n_recall"]}}
+    elif counts.get("n_presence"):
+        packed = pack_records(presence_records(tokenizer, counts["n_presence"], np.random.default_rng(kwargs["seed"])))
+        stats = {"kinds": {"presence": counts["n_presence"]}}
     else:
         policy = encoding_policy(tokenizer)
         samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),

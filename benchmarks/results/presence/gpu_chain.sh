@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
 # One device call (one H200), the whole chain from a strong cold start ($1, default the shipped one):
-#   1. text-only presence probes (lookup_probe.py, curriculum 2 -> 4 -> 12 objects, lr 1e-3, 2 minutes): the lookup
-#      forms in text first (gpu_build.sh: drills alone left it unformed, reading after the oracle's calls 0.20)
-#   2. the presence mend (gpu_build.sh's lr1e-4): 600 steps of batch 256, reading drills (r8k: 8,000; r12k: 12,000),
-#      4,000 frames, 12,000 crops
+#   1. text-only presence probes (lookup_probe.py, curriculum 2 -> 4 -> 12 objects, lr 1e-3, $WARMUP_MIN minutes,
+#      default 2; 0 skips it): the lookup forms in text first (gpu_build.sh: drills alone left it unformed)
+#   2. the presence mend, one per variant in $VARIANTS ("name:extra sft args|..."), side by side: 600 steps of
+#      batch 256 at lr 1e-4 (a variant's args may override), reading drills, 4,000 frames, 12,000 crops
 #   3. v11's tail: the native step (L = 300, 65 % native rollouts) and 150 caption-only steps at lr 5e-5
 #   4. perception (tool gain with its own calls and sub-agent) at the end
+# The recorded call (chain_call/) is the default: variants r8k and r12k (8,000 / 12,000 reading drills).
+# The next one, presence probes mixed into the mend instead of before it, with direct answers kept in it:
+#   WARMUP_MIN=0 VARIANTS="mix1e-4:--stage1-reading 12000 --stage1-presence 30000 --stage1-direct 4000 --stage1-steps 900|mix3e-4:--stage1-reading 12000 --stage1-presence 30000 --stage1-direct 4000 --stage1-steps 900 --stage1-lr 3e-4" \
+#     bash benchmarks/results/presence/gpu_chain.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
 R=$OUT/chain; mkdir -p $R
 S=${1:-agents/lmm/checkpoints/tiny-strong/cold_start}
 THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
-timeout 200 python3 benchmarks/results/reading_experiments/lookup_probe.py $S /tmp/probe 2 0 multi \
-    --device cuda --think presence --text-forward eager --batch-size 512 --pool 100000 --workers 12 --eval-every 200 \
-    --eval-objects 2,4,12 --lr 1e-3 --curriculum 2:300,4:300,12:100000 --advance-at 0.9 > $R/probe.log 2>&1
-cp $(dirname $S)/sft_args.json /tmp/probe/
+WARMUP_MIN=${WARMUP_MIN:-2}
+VARIANTS=${VARIANTS:-"r8k:--stage1-reading 8000|r12k:--stage1-reading 12000"}
+INIT=$S
+if [ "$WARMUP_MIN" != 0 ]; then
+  timeout 200 python3 benchmarks/results/reading_experiments/lookup_probe.py $S /tmp/probe $WARMUP_MIN 0 multi \
+      --device cuda --think presence --text-forward eager --batch-size 512 --pool 100000 --workers 12 --eval-every 200 \
+      --eval-objects 2,4,12 --lr 1e-3 --curriculum 2:300,4:300,12:100000 --advance-at 0.9 > $R/probe.log 2>&1
+  cp $(dirname $S)/sft_args.json /tmp/probe/
+  INIT=/tmp/probe
+fi
+IFS='|' read -r -a SPECS <<< "$VARIANTS"
+NAMES=$(for spec in "${SPECS[@]}"; do echo "${spec%%:*}"; done)
 MEND="--preset gpu --amp false --stage1-frame 4000 --stage1-caption 12000 --stage1-direct 0 --stage1-tool 0
       --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 600
       --warmup 30 --perception-warmup 0 --caption-max-frames 16 --caption-aug-p 0.5 --workers 7 --time-budget-s 170
       --eval-every 0 --batch-size 256 --batch-tokens 49152 --tool-prior strong --stage1-lr 1e-4 $THINK
-      --oracle-fraction 0 --reading-oracle-fraction 0.2 --init-from /tmp/probe"
-python3 trainers/sft.py $MEND --stage1-reading 8000 --out /tmp/m/r8k > $R/mend_r8k.log 2>&1 &
-python3 trainers/sft.py $MEND --stage1-reading 12000 --out /tmp/m/r12k > $R/mend_r12k.log 2>&1 &
+      --oracle-fraction 0 --reading-oracle-fraction 0.2 --init-from $INIT"
+for spec in "${SPECS[@]}"; do
+  # shellcheck disable=SC2086  # MEND and a variant's args are lists of flags
+  python3 trainers/sft.py $MEND ${spec#*:} --out /tmp/m/${spec%%:*} > $R/mend_${spec%%:*}.log 2>&1 &
+done
 wait
-for v in r8k r12k; do
+for v in $NAMES; do
   timeout 170 python3 benchmarks/cold_start_length.py --base-strong /tmp/m/$v/cold_start --native-by trace \
     --native-think spread --episodes 48 --device cuda --workers 7 --rollout-batch 96 --build-dir /tmp/n/$v \
     --sft-args "$THINK" --native-shares 0.65 --lengths 300 --out $R/native_$v > $R/native_$v.log 2>&1 &
@@ -33,20 +47,20 @@ wait
 C="--preset cpu --device cuda --amp false --stage1-frame 2000 --stage1-caption 4000 --stage1-direct 0 --stage1-tool 0
    --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 150
    --stage1-lr 5e-5 --batch-size 32 --warmup 10 --workers 7 --eval-every 0 --caption-max-frames 16 --caption-aug-p 0.5"
-for v in r8k r12k; do
+for v in $NAMES; do
   python3 trainers/sft.py $C --tool-prior strong --init-from $(ls -d /tmp/n/$v/strong_L300*)/cold_start \
     --out /tmp/f/$v > $R/final_$v.log 2>&1 &
 done
 wait
 P="--frames 200 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 48 --device cuda"
-for v in r8k r12k; do
+for v in $NAMES; do
   python3 benchmarks/perception.py --checkpoint /tmp/f/$v/cold_start $P --json $R/perc_$v.json > $R/perc_$v.log 2>&1 &
 done
 wait
-for v in r8k r12k; do echo "== $v"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" $R/perc_$v.md; done
-grep "step\|stage" $R/probe.log | tail -2 | cut -c1-400
+for v in $NAMES; do echo "== $v"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" $R/perc_$v.md; done
+[ -f $R/probe.log ] && grep "step\|stage" $R/probe.log | tail -2 | cut -c1-400
 tar czf $OUT/results.tgz -C $OUT chain && rm -rf $R
-for v in r8k r12k; do
+for v in $NAMES; do
   [ -d /tmp/m/$v/cold_start ] && tar czf $OUT/mend_$v.tgz -C /tmp/m $v/cold_start $v/sft_args.json
   [ -d /tmp/f/$v/cold_start ] && tar czf $OUT/final_$v.tgz -C /tmp/f $v/cold_start $v/sft_args.json
 done

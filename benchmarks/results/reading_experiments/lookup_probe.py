@@ -32,9 +32,11 @@ import numpy as np
 import torch
 
 from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records
+from agents.lmm.corpus import probe_conversation as conversation
+from agents.lmm.corpus import probe_response as response
 from agents.lmm.policy import TransformersPolicy
 from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
-from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES
+from paravt_env.world import COLOURS, SCENE_NAMES, SHAPES
 from trainers.sft import Records, Trainee, answer_token_mask
 
 COLOUR_NAMES = tuple(COLOURS)
@@ -71,26 +73,6 @@ def probe(rng: np.random.Generator) -> Sample:
             items = [(c, SHAPES[(SHAPES.index(target[1]) + 1 + j) % len(SHAPES)])]
         responses.append(response(rng, a, b, scenes[j], items, first=10, spacing=7))
     return conversation(q, t0, responses, f"The crops show a {target[0]} {target[1]}.", answer, mcq)
-
-
-def response(rng, a: float, b: float, scene: str, items, first: float, spacing: float) -> str:
-    """One tool response in the env's wording (positions drawn from rng, in order)."""
-    objects = "; ".join(f"{c} {s} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({a + first + spacing * k:.1f} s)"
-                        for k, (c, s) in enumerate(items))
-    return (f"<tool_response>\ncrop_video {a:.1f}-{b:.1f} s (8 frames): Scenes: {scene} scene "
-            f"({a + 1:.1f}-{b - 1:.1f} s). Objects: {objects}.\n</tool_response>\n")
-
-
-def conversation(q: str, t0: float, responses: list[str], think: str, answer: str, mcq: bool) -> Sample:
-    """A drill-shaped conversation: the calls that gave `responses` (60 s apart), then the answer turn
-    (the only target)."""
-    calls = "".join(f'<tool_call>{{"name": "crop_video", "arguments": {{"start_time": {int(t0 + 60 * j)}, '
-                    f'"end_time": {int(t0 + 60 * j + 50)}}}}}</tool_call>' for j in range(len(responses)))
-    messages = [{"role": "user", "content": q},
-                {"role": "assistant", "content": "<think>\nI need a closer look.\n</think>\n" + calls},
-                {"role": "user", "content": "".join(responses)},
-                {"role": "assistant", "content": f"<think>\n{think}\n</think>\n<answer>{answer}</answer>"}]
-    return Sample("tool", "paravt", messages, dict(mcq=mcq), targets="last")
 
 
 def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "fixed") -> Sample:
