@@ -816,7 +816,8 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
     """--presence-think: the answer after tool turns on needle questions is a chain of yes/no checks in a fixed
     order (the options; for a colour question every colour with the named shape) whose every "no" is a candidate
     the responses do not name and whose one "yes", the last check, is the answer; ambiguous chains are not
-    written. Its own data key; refused without --grounded-think."""
+    written. With --direct-think presence a direct answer's chain checks the overview's frames the same way. Its
+    own data key; refused without --grounded-think."""
     import re
 
     from agents.lmm.corpus import caption_objects, presence_line
@@ -849,6 +850,21 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
             assert [o.split()[0] for o in objects] == list(COLOURS)[:len(checks)] and objects[-1].split()[0] == answer
         chains[s.meta["family"]] += 1
     assert min(chains.values()) >= 5
+
+    # --direct-think presence: a direct answer checks the candidates against what the overview's frames show
+    env = WorldConfig().env("train", nframes_gating=True)
+    direct = build_corpus(0, 16, 0, "paravt", seed=3, wc=WorldConfig(), families=("needle", "needle_attribute"),
+                          grounded_think="options", grounded_direct_think="presence", index_range=(0, 3000))
+    overview_chains = 0
+    for s in direct:
+        think = s.assistant_texts[-1].split("</think>")[0].removeprefix("<think>\n").strip()
+        if ": yes." in think:
+            env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
+            u = env.unwrapped
+            assert think == presence_line(u.episode.question, u.episode.source.caption(u.overview.timestamps))
+            overview_chains += 1
+    assert overview_chains >= 8
+    env.close()
 
     def q(family, text, answer, options=None):
         return Question("q", family, text, answer, "mcq" if options else "open", options, ((0.0, 1.0),))

@@ -310,8 +310,10 @@ class Args:
                                                        "('The overview shows the cave scene.'): the object or scene "
                                                        "is named before its option is matched; needle_time: the "
                                                        "needle line opens with its frame's time ('At 27.6 s the "
-                                                       "overview shows a white star.')",
-                                                       "choices": ("none", "needle", "needle_time", "all")})
+                                                       "overview shows a white star.'); presence: the needle line "
+                                                       "is the presence chain of the overview (--presence-think's "
+                                                       "form)",
+                                                       "choices": ("none", "needle", "needle_time", "all", "presence")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
