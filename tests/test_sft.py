@@ -820,7 +820,7 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
     own data key; refused without --grounded-think."""
     import re
 
-    from agents.lmm.corpus import caption_objects, presence_line
+    from agents.lmm.corpus import caption_needles, caption_objects, presence_line
     from paravt_env.questions import Question
     from paravt_env.world import COLOURS
     from trainers import sft
@@ -864,6 +864,19 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
             assert think == presence_line(u.episode.question, u.episode.source.caption(u.overview.timestamps))
             overview_chains += 1
     assert overview_chains >= 8
+    # transcribe_presence: the same chain after a list of every needle the overview shows
+    for s in build_corpus(0, 8, 0, "paravt", seed=3, wc=WorldConfig(), families=("needle", "needle_attribute"),
+                          grounded_think="options", grounded_direct_think="transcribe_presence",
+                          index_range=(0, 3000)):
+        think = s.assistant_texts[-1].split("</think>")[0].removeprefix("<think>\n").strip()
+        if ": yes." in think:
+            env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
+            u = env.unwrapped
+            said = u.episode.source.caption(u.overview.timestamps)
+            listed, chain = re.fullmatch(r"The overview shows (.*?)\. (.*)", think).groups()
+            assert set(listed.split(", ")) == {f"{c} {sh}" for c, sh, _ in caption_needles(said)}
+            assert chain == presence_line(u.episode.question, said)
+            overview_chains += 1
     env.close()
 
     def q(family, text, answer, options=None):

@@ -312,8 +312,11 @@ class Args:
                                                        "needle line opens with its frame's time ('At 27.6 s the "
                                                        "overview shows a white star.'); presence: the needle line "
                                                        "is the presence chain of the overview (--presence-think's "
-                                                       "form)",
-                                                       "choices": ("none", "needle", "needle_time", "all", "presence")})
+                                                       "form); transcribe_presence: the line first lists the "
+                                                       "needles the overview shows ('The overview shows red star, "
+                                                       "blue circle.'), then checks the candidates against that text",
+                                                       "choices": ("none", "needle", "needle_time", "all", "presence",
+                                                                   "transcribe_presence")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

@@ -349,7 +349,7 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool = Fal
 
 
 def grounded_direct(env, restate_options: bool = False, scenes: bool = False, timed: bool = False,
-                    presence: bool = False) -> str | None:
+                    presence: bool = False, transcribe: bool = False) -> str | None:
     """:func:`grounded_line` of the overview (a direct answer): "The overview shows a white star." What the
     overview shows is the world's caption of its frames, so the line names an object only when one of the
     K frames shows it. ``scenes``: a global question ("which scene occurs") thinks the option scene the
@@ -357,11 +357,17 @@ def grounded_direct(env, restate_options: bool = False, scenes: bool = False, ti
     shows the cave scene B."). ``timed``: the needle's line opens with the time of the first frame showing it
     (copied from the prompt's timestamp), "At 27.6 s the overview shows a white star.", so the model commits
     to a frame before it names what the frame shows. ``presence``: the needle's line is the :func:`presence_line`
-    of the overview, each candidate checked against what its frames show."""
+    of the overview, each candidate checked against what its frames show; ``transcribe`` (with ``presence``): the
+    line first lists every needle the frames show, in order ("The overview shows red star, blue circle."), so the
+    checks look things up in the model's own text, the form of the lookup that formed on text probes."""
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
     if presence and q.family in READING_FAMILIES:
-        return presence_line(q, said)
+        chain = presence_line(q, said)
+        if chain is None or not transcribe:
+            return chain
+        shown = list(dict.fromkeys(f"{c} {sh}" for c, sh, _ in caption_needles(said)))
+        return f"The overview shows {', '.join(shown)}. {chain}"
     if scenes and q.family == "global":
         shown = [o for o in q.options if o in caption_scenes(said)]
         if len(shown) != 1 or shown[0] != q.options[ord(q.answer) - ord("A")]:
@@ -436,7 +442,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     direct answers keeping the restated options). ``grounded_direct_think``: a direct answer (no tool call)
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
     ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
-    time; ``"presence"``: the presence chain of the overview), and on global ones too (``"all"``).
+    time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
+    listed first, then that chain), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
@@ -463,7 +470,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = grounded_direct(env.unwrapped, restate_options=grounded_think in ("options", "presence"),
                                     scenes=grounded_direct_think == "all",
                                     timed=grounded_direct_think == "needle_time",
-                                    presence=grounded_direct_think == "presence") or think
+                                    presence=grounded_direct_think in ("presence", "transcribe_presence"),
+                                    transcribe=grounded_direct_think == "transcribe_presence") or think
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
