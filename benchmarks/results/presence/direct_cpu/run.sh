@@ -13,7 +13,7 @@ run() {  # name direct-think
   OMP_NUM_THREADS=1 python benchmarks/perception.py --checkpoint $out/$1/cold_start --frames 0 --crops 0 --env-default-crops 0 \
     --visible 40 --tool-episodes 48 --json $out/$1/perception.json > $out/$1.perc.log 2>&1
 }
-run presence presence &
+run presence presence &  # transcribe_presence was run the same way, alone, afterwards
 run needle needle &
 wait
 echo ALLDONE
