@@ -31,11 +31,12 @@ from functools import partial
 import numpy as np
 import torch
 
-from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records
+from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records, presence_line
 from agents.lmm.corpus import probe_conversation as conversation
 from agents.lmm.corpus import probe_response as response
 from agents.lmm.policy import TransformersPolicy
 from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
+from paravt_env.questions import Question
 from paravt_env.world import COLOURS, SCENE_NAMES, SHAPES
 from trainers.sft import Records, Trainee, answer_token_mask
 
@@ -85,7 +86,7 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "f
     exactly what it always did. think="restate": a colour question's think line first names the shape
     asked about ("The question asks about the star."), putting the query next to the answer as the
     short line's question is (short_lookup.txt); letter questions keep the fixed line.
-    think="presence": :func:`presence_line`, a chain of yes/no checks ending at the answer."""
+    think="presence": :func:`agents.lmm.corpus.presence_line`, a chain of yes/no checks ending at the answer."""
     objs = [(c, s) for c in COLOUR_NAMES for s in SHAPES]
     mcq = rng.random() < 0.5
     n_resp = int(rng.integers(1, 4))
@@ -118,24 +119,13 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "f
         items, at = seen[at:at + int(sizes[j])], at + int(sizes[j])
         responses.append(response(rng, a, b, scenes[j], items, first=3, spacing=11))
     if think == "presence":
-        line = presence_line(options if mcq else [(c, target[1]) for c in COLOUR_NAMES], target, mcq)
+        family = "needle" if mcq else "needle_attribute"
+        question = Question("probe", family, q.split("\n")[0], answer, "mcq" if mcq else "open",
+                            tuple(f"{c} {s}" for c, s in options) if mcq else None)
+        line = presence_line(question, "".join(responses))
     else:
         line = f"The question asks about the {target[1]}." if think == "restate" and not mcq else "The crops answer it."
     return conversation(q, t0, responses, line, answer, mcq)
-
-
-def presence_line(candidates, target, mcq: bool) -> str:
-    """think="presence": one yes/no check per candidate, in order, up to the first one the responses show.
-    Candidates are the options (letter questions) or every colour with the named shape (colour questions), so
-    both families need one skill, whether a colour-shape pair occurs in the responses, and the answer is the
-    last candidate named (a fixed offset back, not a search)."""
-    checks = []
-    for i, (c, s) in enumerate(candidates):
-        head = f"{'ABCD'[i]}. {c} {s}" if mcq else f"{c} {s}"
-        checks.append(f"{head}: {'yes' if (c, s) == target else 'no'}")
-        if (c, s) == target:
-            break
-    return "; ".join(checks) + "."
 
 
 def records(samples, enc) -> Records:
