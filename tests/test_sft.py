@@ -812,6 +812,24 @@ def test_option_think_restates_the_options_letter_after_object_and_ends_with_the
         sft.main(sft.Args(option_think=True, out="/nonexistent/never-written"))
 
 
+def _assert_presence_chain(think: str, answer: str, seen: set[str], family: str, question_text: str) -> None:
+    """The presence chain's contract, checked without the code that writes it: yes/no checks in a fixed order (the
+    options; for a colour question every colour with the named shape), every "no" a candidate ``seen`` lacks, and
+    one "yes", the last check, on a seen candidate that is the answer."""
+    from paravt_env.world import COLOURS
+
+    checks = [c.rsplit(": ", 1) for c in think.rstrip(".").split("; ")]
+    objects = [re.sub(r"^[A-D]\. ", "", head) for head, _ in checks]
+    assert [v for _, v in checks] == ["no"] * (len(checks) - 1) + ["yes"]
+    assert not set(objects[:-1]) & seen and objects[-1] in seen
+    if family == "needle":
+        options = re.findall(r"^([A-D])\. (.+)$", question_text, flags=re.M)
+        assert [h for h, _ in checks] == [f"{k}. {o}" for k, o in options][:len(checks)]
+        assert checks[-1][0][0] == answer
+    else:
+        assert [o.split()[0] for o in objects] == list(COLOURS)[:len(checks)] and objects[-1].split()[0] == answer
+
+
 def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_answer():
     """--presence-think: the answer after tool turns on needle questions is a chain of yes/no checks in a fixed
     order (the options; for a colour question every colour with the named shape) whose every "no" is a candidate
@@ -822,7 +840,6 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
 
     from agents.lmm.corpus import caption_needles, caption_objects, presence_line
     from paravt_env.questions import Question
-    from paravt_env.world import COLOURS
     from trainers import sft
 
     samples = build_corpus(0, 0, 0, "paravt", seed=2, wc=WorldConfig(), n_reading=30, grounded_think="presence",
@@ -836,18 +853,9 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
             continue
         responses = " ".join(p.get("text", "") for m in s.messages[3:] if m["role"] == "user"
                              for p in m["content"] if isinstance(p, dict))
-        seen = caption_objects(responses)
-        checks = [c.rsplit(": ", 1) for c in think.rstrip(".").split("; ")]
-        objects = [re.sub(r"^[A-D]\. ", "", head) for head, _ in checks]
-        assert [v for _, v in checks] == ["no"] * (len(checks) - 1) + ["yes"]
-        assert not set(objects[:-1]) & seen and objects[-1] in seen and s.meta["correct"]
-        if s.meta["family"] == "needle":
-            q = s.messages[1]["content"][-1]["text"]
-            options = re.findall(r"^([A-D])\. (.+)$", q, flags=re.M)
-            assert [h for h, _ in checks] == [f"{k}. {o}" for k, o in options][:len(checks)]
-            assert checks[-1][0][0] == answer
-        else:
-            assert [o.split()[0] for o in objects] == list(COLOURS)[:len(checks)] and objects[-1].split()[0] == answer
+        _assert_presence_chain(think, answer, caption_objects(responses), s.meta["family"],
+                               s.messages[1]["content"][-1]["text"])
+        assert s.meta["correct"]
         chains[s.meta["family"]] += 1
     assert min(chains.values()) >= 5
 
@@ -897,12 +905,11 @@ def test_presence_think_checks_each_candidate_against_the_responses_up_to_the_an
 
 def test_presence_probes_are_text_drills_whose_only_target_is_a_chain_ending_at_the_answer():
     """--stage1-presence: text-only probes in a reading drill's shape; each one's think is the presence chain of its
-    own responses and ends at its answer (so only the check can answer), at most max_objects objects are listed,
+    own responses (the chain's contract holds) and ends at its answer, at most max_objects objects are listed,
     the final turn is the only target, and the rows are their own corpus part and data key."""
     import re
 
-    from agents.lmm.corpus import presence_line, presence_probe, presence_records
-    from paravt_env.questions import Question
+    from agents.lmm.corpus import presence_probe, presence_records
     from trainers import sft
 
     rng = np.random.default_rng(0)
@@ -914,10 +921,7 @@ def test_presence_probes_are_text_drills_whose_only_target_is_a_chain_ending_at_
             seen = caption_objects(responses)
             assert 1 <= len(seen) <= max_objects and len(re.findall(r" at [a-z-]+ \(", responses)) == len(seen)
             think, answer = re.fullmatch(r"<think>\n(.*)\n</think>\n<answer>(.*)</answer>", last).groups()
-            options = tuple(re.findall(r"^[A-D]\. (.+)$", q_text, flags=re.M)) or None
-            question = Question("q", s.meta["family"], q_text.removeprefix("Question: ").split("\n")[0], answer,
-                                "mcq" if options else "open", options)
-            assert think == presence_line(question, responses) and think.endswith(": yes.")
+            _assert_presence_chain(think, answer, seen, s.meta["family"], q_text)
             families.add(s.meta["family"])
     assert families == {"needle", "needle_attribute"}
     probes = [presence_probe(np.random.default_rng(i), 12) for i in range(50)]

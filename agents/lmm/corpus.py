@@ -31,6 +31,10 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
               hundreds of steps instead of after thousands of drills with one target each
               (``benchmarks/results/reading_experiments/recall_warmup.txt``); it teaches no habit of
               the grammar or of calling.
+``presence``  text-only reading drills about random objects (:func:`presence_probe`): 1-3 tool responses in
+              the env's wording, and an answer turn that checks the candidates one by one
+              (:func:`presence_line`), the only target. On text the check forms in hundreds of GPU steps,
+              which image drills alone did not do (``benchmarks/results/presence/``).
 reading       a ``tool`` trace (kind ``tool``) on a needle or needle_attribute question whose ONLY
               target is the final answer turn (``Sample.targets == "last"``): the calls and the
               responses are context. The tiny model learned to see and to call but not to copy the
@@ -348,32 +352,33 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool = Fal
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-def grounded_direct(env, restate_options: bool = False, scenes: bool = False, timed: bool = False,
-                    presence: bool = False, transcribe: bool = False) -> str | None:
+def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = False) -> str | None:
     """:func:`grounded_line` of the overview (a direct answer): "The overview shows a white star." What the
     overview shows is the world's caption of its frames, so the line names an object only when one of the
-    K frames shows it. ``scenes``: a global question ("which scene occurs") thinks the option scene the
-    overview shows, "The overview shows the cave scene." (options restated: "...; D. city D. The overview
-    shows the cave scene B."). ``timed``: the needle's line opens with the time of the first frame showing it
-    (copied from the prompt's timestamp), "At 27.6 s the overview shows a white star.", so the model commits
-    to a frame before it names what the frame shows. ``presence``: the needle's line is the :func:`presence_line`
-    of the overview, each candidate checked against what its frames show; ``transcribe`` (with ``presence``): the
-    line first lists every needle the frames show, in order ("The overview shows red star, blue circle."), so the
-    checks look things up in the model's own text, the form of the lookup that formed on text probes."""
+    K frames shows it. ``mode`` (``True`` is ``"needle"``):
+    ``"all"``: a global question ("which scene occurs") also thinks the option scene the overview shows, "The
+    overview shows the cave scene." (options restated: "...; D. city D. The overview shows the cave scene B.").
+    ``"needle_time"``: the needle's line opens with the time of the first frame showing it (copied from the
+    prompt's timestamp), "At 27.6 s the overview shows a white star.", so the model commits to a frame before it
+    names what the frame shows. ``"presence"``: the needle's line is the :func:`presence_line` of the overview,
+    each candidate checked against what its frames show. ``"transcribe_presence"``: that chain after a list of
+    every needle the frames show, in order ("The overview shows red star, blue circle."), so the checks look
+    things up in the model's own text, the form of the lookup that formed on text probes."""
+    mode = "needle" if mode is True else mode
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
-    if presence and q.family in READING_FAMILIES:
+    if mode in ("presence", "transcribe_presence") and q.family in READING_FAMILIES:
         chain = presence_line(q, said)
-        if chain is None or not transcribe:
+        if chain is None or mode == "presence":
             return chain
         shown = list(dict.fromkeys(f"{c} {sh}" for c, sh, _ in caption_needles(said)))
         return f"The overview shows {', '.join(shown)}. {chain}"
-    if scenes and q.family == "global":
+    if mode == "all" and q.family == "global":
         shown = [o for o in q.options if o in caption_scenes(said)]
         if len(shown) != 1 or shown[0] != q.options[ord(q.answer) - ord("A")]:
             return None
         return _seen_sentence(q, f"The overview shows the {shown[0]} scene", restate_options)
-    return grounded_line(env, said, "The overview shows", restate_options, timed=timed)
+    return grounded_line(env, said, "The overview shows", restate_options, timed=mode == "needle_time")
 
 
 def round_windows(windows, widen: bool = True) -> list[tuple[float, float]]:
@@ -467,11 +472,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options",
                                         presence=grounded_think == "presence") or think
         if grounded_direct_think and decision == "direct":
-            think = grounded_direct(env.unwrapped, restate_options=grounded_think in ("options", "presence"),
-                                    scenes=grounded_direct_think == "all",
-                                    timed=grounded_direct_think == "needle_time",
-                                    presence=grounded_direct_think in ("presence", "transcribe_presence"),
-                                    transcribe=grounded_direct_think == "transcribe_presence") or think
+            think = grounded_direct(env.unwrapped, grounded_direct_think,
+                                    restate_options=grounded_think in ("options", "presence")) or think
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
