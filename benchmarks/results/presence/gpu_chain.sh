@@ -7,9 +7,11 @@
 #   3. v11's tail: the native step (L = 300, 65 % native rollouts) and 150 caption-only steps at lr 5e-5
 #   4. perception (tool gain with its own calls and sub-agent) at the end
 # The recorded call (chain_call/) is the default: variants r8k and r12k (8,000 / 12,000 reading drills).
-# The next one, presence probes mixed into the mend instead of before it, with direct answers kept in it:
+# Presence probes mixed into the mend instead of before it, with direct answers kept in it:
 #   WARMUP_MIN=0 VARIANTS="mix1e-4:--stage1-reading 12000 --stage1-presence 30000 --stage1-direct 4000 --stage1-steps 900|mix3e-4:--stage1-reading 12000 --stage1-presence 30000 --stage1-direct 4000 --stage1-steps 900 --stage1-lr 3e-4" \
 #     bash benchmarks/results/presence/gpu_chain.sh
+# Run (mix_call/, README section 6): reading fell to 0.18. With the warm-up kept (warm_call/):
+#   WARMUP_MIN=2 VARIANTS="wmix:<mix1e-4's args>|wr12kd:--stage1-reading 12000 --stage1-direct 4000" bash ...
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
