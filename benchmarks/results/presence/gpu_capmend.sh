@@ -9,8 +9,8 @@
 #   VARIANTS="long:--stage1-steps 1200 --stage1-caption 24000 --caption-aug-p 0.8 --stage1-reading 6000 --stage1-presence 15000 --reading-oracle-fraction 0.2 --drill-decisions false|longdirect:<long's args> --stage1-direct 4000 --drill-no-tool-share 1.0" \
 #     bash benchmarks/results/presence/gpu_capmend.sh .carry/capread/cold_start
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
+. benchmarks/results/presence/device_lib.sh
+install_carried_wheels
 R=$OUT/capmend; mkdir -p $R
 S=${1:-.carry/wmix/cold_start}
 THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
@@ -27,12 +27,8 @@ for spec in "${SPECS[@]}"; do
   python3 trainers/sft.py $MEND ${spec#*:} --out /tmp/c/${spec%%:*} > $R/mend_${spec%%:*}.log 2>&1 &
 done
 wait
-P="--frames 200 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 48 --device cuda"
-for v in $NAMES; do
-  python3 benchmarks/perception.py --checkpoint /tmp/c/$v/cold_start $P --json $R/perc_$v.json > $R/perc_$v.log 2>&1 &
-done
-wait
-for v in $NAMES; do echo "== $v"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" $R/perc_$v.md; done
+# shellcheck disable=SC2086  # NAMES is a list of names
+perceive /tmp/c $NAMES
 tar czf $OUT/results.tgz -C $OUT capmend && rm -rf $R
 for v in $NAMES; do
   [ -d /tmp/c/$v/cold_start ] && tar czf $OUT/cap_$v.tgz -C /tmp/c $v/cold_start $v/sft_args.json

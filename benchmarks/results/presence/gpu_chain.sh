@@ -13,8 +13,8 @@
 # Run (mix_call/, README section 6): reading fell to 0.18. With the warm-up kept (warm_call/):
 #   WARMUP_MIN=2 VARIANTS="wmix:<mix1e-4's args>|wr12kd:--stage1-reading 12000 --stage1-direct 4000" bash ...
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
+. benchmarks/results/presence/device_lib.sh
+install_carried_wheels
 R=$OUT/chain; mkdir -p $R
 S=${1:-agents/lmm/checkpoints/tiny-strong/cold_start}
 THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
@@ -54,12 +54,8 @@ for v in $NAMES; do
     --out /tmp/f/$v > $R/final_$v.log 2>&1 &
 done
 wait
-P="--frames 200 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 48 --device cuda"
-for v in $NAMES; do
-  python3 benchmarks/perception.py --checkpoint /tmp/f/$v/cold_start $P --json $R/perc_$v.json > $R/perc_$v.log 2>&1 &
-done
-wait
-for v in $NAMES; do echo "== $v"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" $R/perc_$v.md; done
+# shellcheck disable=SC2086  # NAMES is a list of names
+perceive /tmp/f $NAMES
 [ -f $R/probe.log ] && grep "step\|stage" $R/probe.log | tail -2 | cut -c1-400
 tar czf $OUT/results.tgz -C $OUT chain && rm -rf $R
 for v in $NAMES; do
