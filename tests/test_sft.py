@@ -281,6 +281,19 @@ def test_spread_native_openers_each_start_with_a_token_of_their_own():
         assert len(set(firsts)) == len(firsts) and not set(firsts) & taken, [tok.decode([f]) for f in firsts]
 
 
+def test_drill_flags_refuse_runs_without_drills(tmp_path):
+    """--drill-no-tool-share and --drill-decisions false shape the drill parts only: given with --stage1-direct
+    answers alone they once trained those in the tool prompt with their decisions, silently."""
+    from trainers import sft
+    with pytest.raises(SystemExit, match="--stage1-direct-needle"):
+        sft.main(sft.parse_args(["--stage1-direct", "40", "--drill-no-tool-share", "1.0", "--out", str(tmp_path)]))
+    with pytest.raises(SystemExit, match="none of"):
+        sft.main(sft.parse_args(["--drill-decisions", "false", "--out", str(tmp_path)]))
+    with pytest.raises(SystemExit, match=r"\[0, 1\]"):
+        sft.main(sft.parse_args(["--stage1-direct-needle", "8", "--drill-no-tool-share", "1.5", "--out", str(tmp_path)]))
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
 def test_native_traces_are_one_priors_knob(tmp_path):
     from trainers import sft
     with pytest.raises(SystemExit, match="one prior"):

@@ -267,12 +267,14 @@ class Args:
     drill_no_tool_share: float = field(default=0.0, metadata={"help": "stage 1: share of the direct-answer drills "
                                                               "played with no tool advertised (the env's tools=False "
                                                               "prompt): reading the overview is practised where it "
-                                                              "does not compete with calling"})
+                                                              "does not compete with calling. Drills only: "
+                                                              "--stage1-direct answers keep the tool prompt"})
     drill_decisions: bool = field(default=True, metadata={"help": "stage 1: the reading and direct-answer drills "
                                                           "train the tokens where a turn decides between calling and "
                                                           "answering (the first think token, <answer> after "
                                                           "</think>); false leaves them as context "
-                                                          "(agents.lmm.corpus.decision_positions)"})
+                                                          "(agents.lmm.corpus.decision_positions). Drills only "
+                                                          "(--stage1-reading, --stage1-direct-needle)"})
     drill_weight: float = field(default=1.0, metadata={"help": "stage 1: sampling weight of the reading and direct "
                                                        "drills relative to their size"})
     oracle_fraction: float = field(default=0.25, metadata={"help": "tool traces played by the oracle (the rest: "
@@ -1007,13 +1009,21 @@ def main(args: Args) -> Path:
     t_start = time.time()
     deadline = (args.deadline_unix if args.deadline_unix > 0 else
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
-    for flag in ("stage2_native_share", "stage2_native_traces"):
+    for flag in ("stage2_native_share", "stage2_native_traces", "drill_no_tool_share"):
         if not 0.0 <= getattr(args, flag) <= 1.0:
             raise SystemExit(f"--{flag.replace('_', '-')} must be in [0, 1], got {getattr(args, flag)}")
     for flag in ("option_think", "presence_think"):
         if getattr(args, flag) and not args.grounded_think:
             raise SystemExit(f"--{flag.replace('_', '-')} shapes the grounded think line: give it with "
                              "--grounded-think true")
+    # The drill flags shape the drill parts only; a run that gives them without drills would silently train
+    # ordinary direct answers (tool prompt, decisions trained) where the flags promise otherwise.
+    if args.drill_no_tool_share and not args.stage1_direct_needle:
+        raise SystemExit("--drill-no-tool-share shapes the direct-answer drills (--stage1-direct-needle), which this "
+                         "run has none of; --stage1-direct answers are always played in the tool prompt")
+    if not args.drill_decisions and not (args.stage1_direct_needle or args.stage1_reading):
+        raise SystemExit("--drill-decisions false shapes the drills (--stage1-reading, --stage1-direct-needle), "
+                         "which this run has none of")
     if args.tool_prior == "both" and (args.stage2_native_share or args.stage2_native_traces):
         raise SystemExit("--stage2-native-share/-traces shape one prior's cold start (the two priors share one "
                          "corpus): build that prior alone with --tool-prior strong or weak")

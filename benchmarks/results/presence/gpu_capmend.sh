@@ -6,8 +6,10 @@
 #   capread: the same plus 6,000 presence reading drills (decisions untrained) and 15,000 text probes, to hold the
 #            reading
 # The recorded calls (capmend_call/, README section 6): the default on wmix's final model, then on capread's:
-#   VARIANTS="long:--stage1-steps 1200 --stage1-caption 24000 --caption-aug-p 0.8 --stage1-reading 6000 --stage1-presence 15000 --reading-oracle-fraction 0.2 --drill-decisions false|longdirect:<long's args> --stage1-direct 4000 --drill-no-tool-share 1.0" \
+#   VARIANTS="long:--stage1-steps 1200 --stage1-caption 24000 --caption-aug-p 0.8 --stage1-reading 6000 --stage1-presence 15000 --reading-oracle-fraction 0.2 --drill-decisions false|longdirect:<long's args> --stage1-direct 4000" \
 #     bash benchmarks/results/presence/gpu_capmend.sh .carry/capread/cold_start
+# (longdirect was recorded with --drill-no-tool-share 1.0 too, which shapes drills only and had no effect there;
+# trainers/sft.py now refuses it without --stage1-direct-needle.)
 set -u
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
