@@ -10,6 +10,12 @@
 #     bash benchmarks/results/presence/gpu_capmend.sh .carry/capread/cold_start
 # (longdirect was recorded with --drill-no-tool-share 1.0 too, which shapes drills only and had no effect there;
 # trainers/sft.py now refuses it without --stage1-direct-needle.)
+# Optional: BASE_NAME=x also measures the start checkpoint as /tmp/c/x on the same draw (side by side);
+# PRIOR_EPISODES=n also runs benchmarks/prior.py (strong only, n episodes) on every variant.
+# The v13 mends (v13mend_call/, README section 8), on the candidate with a second draw at n = 192 per arm:
+#   BASE_NAME=v13 PRIOR_EPISODES=48 PERCEPTION_ARGS="--frames 200 --crops 200 --env-default-crops 200 --visible 40
+#   --tool-episodes 96 --seed 1 --device cuda" VARIANTS="cr:<capread's>|cr90:<capread's> --caption-aug-p 0.9|..." \
+#     bash benchmarks/results/presence/gpu_capmend.sh benchmarks/results/presence/v13_candidate/cold_start
 set -u
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
@@ -29,10 +35,23 @@ for spec in "${SPECS[@]}"; do
   python3 trainers/sft.py $MEND ${spec#*:} --out /tmp/c/${spec%%:*} > $R/mend_${spec%%:*}.log 2>&1 &
 done
 wait
+if [ -n "${BASE_NAME:-}" ]; then
+  mkdir -p /tmp/c/$BASE_NAME && cp -r $S /tmp/c/$BASE_NAME/cold_start  # with its record: K and frame size
+  cp "$(dirname $S)/sft_args.json" /tmp/c/$BASE_NAME/ 2>/dev/null
+  NAMES="$BASE_NAME $NAMES"
+fi
+if [ "${PRIOR_EPISODES:-0}" != 0 ]; then
+  for v in $NAMES; do
+    python3 benchmarks/prior.py --strong /tmp/c/$v/cold_start --only strong --episodes $PRIOR_EPISODES --device cuda \
+      --out $R/prior_$v > $R/prior_$v.log 2>&1 &
+  done
+fi
 # shellcheck disable=SC2086  # NAMES is a list of names
 perceive /tmp/c $NAMES
+wait
+for v in $NAMES; do [ -f $R/prior_$v.md ] && echo "== prior $v" && grep -iE "kappa|format" $R/prior_$v.md | head -4; done
 tar czf $OUT/results.tgz -C $OUT capmend && rm -rf $R
 for v in $NAMES; do
-  [ -d /tmp/c/$v/cold_start ] && tar czf $OUT/cap_$v.tgz -C /tmp/c $v/cold_start $v/sft_args.json
+  [ "$v" != "${BASE_NAME:-}" ] && [ -d /tmp/c/$v/cold_start ] && tar czf $OUT/cap_$v.tgz -C /tmp/c $v/cold_start $v/sft_args.json
 done
 ls -la $OUT
