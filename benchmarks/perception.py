@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.lmm.corpus import CaptionConfig  # noqa: E402
 from agents.lmm.evaluate_lmm import training_budgets, world_config_of  # noqa: E402
 from agents.lmm.perception import (NEEDLE_FAMILIES, VISIBLE_FAMILIES, accuracy_summary, caption_eval,  # noqa: E402
-                                   caption_items, paired_gain, play, visible_items)
+                                   caption_items, needle_items, paired_gain, play,
+                                   visible_items)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.subagent import Subagent  # noqa: E402
-from paravt_env.questions import FAMILIES  # noqa: E402
 
 
 def resolve(path: str) -> str:
@@ -94,8 +94,7 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
                 + ", ".join(f"{f} {v['accuracy']:.2f}" for f, v in s["by_family"].items()))
     if tool_episodes:
         t = time.time()
-        items = [(i, 4) for fam in NEEDLE_FAMILIES
-                 for i in range(FAMILIES.index(fam), tool_episodes * len(FAMILIES), len(FAMILIES))]
+        items = needle_items(tool_episodes, 4, dataset_size=wc.dataset_size, seed=seed)
         tb = tuple(sorted(set(budgets) | {4}))
         with_tools = play(policy, wc, items, budgets=tb, forbid_tools=False, subagent=sub, batch_size=batch_size, seed=seed)
         without = play(policy, wc, items, budgets=tb, forbid_tools=True, batch_size=batch_size, seed=seed)
@@ -178,7 +177,8 @@ def main(argv=None):
     p.add_argument("--tool-episodes", type=int, default=120, help="K=4 episodes per needle family (default 120 x 2)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     p.add_argument("--batch-size", type=int, default=64, help="sequences generated together")
-    p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws")
+    p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws: captions, and which block of "
+                   "episodes the direct-answer and tool measures use (seeds share none)")
     a = p.parse_args(argv)
     t = time.time()
     res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,

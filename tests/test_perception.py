@@ -85,6 +85,23 @@ def test_visible_items_show_their_evidence():
         assert evidence_visible(uniform_timestamps(0.0, ds[i].source.duration, k), q.evidence, q.family)
 
 
+def test_seeds_draw_disjoint_episode_blocks():
+    """--seed 1 is another draw: neither the direct-answer nor the tool episodes repeat seed 0's (they once
+    did, so a 'replicate' re-measured the same episodes)."""
+    from agents.lmm.perception import needle_items
+    a, b = (visible_items(4, WC, (4, 8, 16, 32, 64), seed=s) for s in (0, 1))
+    assert len(a) == len(b) == 12 and not {i for i, _ in a} & {i for i, _ in b}
+    t0, t1 = (needle_items(5, dataset_size=6000, seed=s) for s in (0, 1))
+    assert len(t0) == len(t1) == 10 and not set(t0) & set(t1) and {k for _, k in t0} == {4}
+    ds = SyntheticDataset("validation", 0, 6000)
+    assert {ds[i].question.family for i, _ in t1} == {"needle", "needle_attribute"}
+    from paravt_env.questions import FAMILIES
+    # seed 0 keeps the episodes every recorded result used: the first five of each needle family
+    assert t0 == [(i, 4) for f in ("needle", "needle_attribute") for i in range(FAMILIES.index(f), 5 * len(FAMILIES), len(FAMILIES))]
+    with pytest.raises(ValueError, match="run past"):
+        needle_items(500, dataset_size=6000, seed=2)
+
+
 def test_suppressed_tokens_get_no_probability():
     from agents.lmm import TransformersPolicy, build_tiny_model, build_tokenizer
     tok = build_tokenizer()

@@ -179,20 +179,39 @@ def visible_items(n_per_family: int, wc: WorldConfig, budgets: Sequence[int], *,
                   split: str = "validation", seed: int = 0) -> list[tuple[int, int]]:
     """(episode index, K) pairs whose K-frame overview shows the evidence, ``n_per_family`` per
     family: for each episode of the family (in index order) a random K of ``budgets`` that shows
-    it, if any."""
+    it, if any. ``seed`` picks the draw: seed s skips the episodes that seeds 0 .. s-1 use, so the
+    draws of different seeds share no episode (seed 0 is the first block, as it always was)."""
     ds = SyntheticDataset(split, wc.world_seed, wc.dataset_size, wc.duration)
     rng = np.random.default_rng([seed, 11])
     out = []
     for fam in families:
-        got, i = 0, FAMILIES.index(fam)
+        got, i, skip = 0, FAMILIES.index(fam), seed * n_per_family
         while got < n_per_family and i < len(ds):
             ep = ds[i]
-            for k in rng.permutation(list(budgets)):
-                if evidence_visible(uniform_timestamps(0.0, ep.source.duration, int(k)), ep.question.evidence, fam):
-                    out.append((i, int(k)))
-                    got += 1
-                    break
+            shown = [int(k) for k in rng.permutation(list(budgets)) if evidence_visible(
+                uniform_timestamps(0.0, ep.source.duration, int(k)), ep.question.evidence, fam)]
+            if shown and skip:
+                skip -= 1
+            elif shown:
+                out.append((i, shown[0]))
+                got += 1
             i += len(FAMILIES)
+        if got < n_per_family:
+            raise ValueError(f"the {split} split holds fewer than {n_per_family} {fam} episodes for seed {seed}")
+    return out
+
+
+def needle_items(n_per_family: int, k: int = 4, *, dataset_size: int, seed: int = 0) -> list[tuple[int, int]]:
+    """(episode index, ``k``) for the first ``n_per_family`` episodes of each needle family in the
+    ``seed``-th block of them (seed 0: the first; blocks of different seeds share no episode), for
+    the tool-gain and reading measures."""
+    out = []
+    for fam in NEEDLE_FAMILIES:
+        first = FAMILIES.index(fam) + seed * n_per_family * len(FAMILIES)
+        idx = range(first, first + n_per_family * len(FAMILIES), len(FAMILIES))
+        if idx and idx[-1] >= dataset_size:
+            raise ValueError(f"{n_per_family} {fam} episodes of seed {seed} run past the split's {dataset_size}")
+        out += [(i, k) for i in idx]
     return out
 
 
