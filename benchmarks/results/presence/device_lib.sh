@@ -1,4 +1,4 @@
-# Shared by gpu_chain.sh and gpu_capmend.sh (source it from the repository root, on the device machine).
+# Shared by the presence device scripts (gpu_chain.sh, gpu_capmend.sh, gpu_tail.sh) (source it from the repository root, on the device machine).
 
 # The carried wheels (.whl: gymnasium, pettingzoo) on top of the machine's torch and transformers.
 install_carried_wheels() {
@@ -17,4 +17,28 @@ perceive() {
   done
   wait
   for v in "$@"; do echo "== $v"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" "$R/perc_$v.md"; done
+}
+
+# v11_tail IN NATIVE OUT NAME...: v11's last two steps on IN/NAME/cold_start for each NAME side by side: the native
+# step (cold_start_length.py, L = ${NATIVE_L:-300} cold-start steps, 65 % native rollouts, into NATIVE/NAME), then 150
+# caption-only steps at lr 5e-5 into OUT/NAME. Logs in $R; needs $THINK (the build's think flags).
+v11_tail() {
+  local in=$1 native=$2 out=$3 v; shift 3
+  local L=${NATIVE_L:-300}
+  for v in "$@"; do
+    timeout 170 python3 benchmarks/cold_start_length.py --base-strong "$in/$v/cold_start" --native-by trace \
+      --native-think spread --episodes 48 --device cuda --workers 7 --rollout-batch 96 --build-dir "$native/$v" \
+      --sft-args "$THINK" --native-shares 0.65 --lengths "$L" --out "$R/native_$v" > "$R/native_$v.log" 2>&1 &
+  done
+  wait
+  local C="--preset cpu --device cuda --amp false --stage1-frame 2000 --stage1-caption 4000 --stage1-direct 0
+     --stage1-tool 0 --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0
+     --stage1-steps 150 --stage1-lr 5e-5 --batch-size 32 --warmup 10 --workers 7 --eval-every 0 --caption-max-frames 16
+     --caption-aug-p 0.5"
+  for v in "$@"; do
+    # shellcheck disable=SC2086  # C is a list of flags
+    python3 trainers/sft.py $C --tool-prior strong --init-from "$(ls -d "$native/$v"/strong_L"$L"*)/cold_start" \
+      --out "$out/$v" > "$R/final_$v.log" 2>&1 &
+  done
+  wait
 }

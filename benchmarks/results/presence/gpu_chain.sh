@@ -40,20 +40,8 @@ for spec in "${SPECS[@]}"; do
   python3 trainers/sft.py $MEND ${spec#*:} --out /tmp/m/${spec%%:*} > $R/mend_${spec%%:*}.log 2>&1 &
 done
 wait
-for v in $NAMES; do
-  timeout 170 python3 benchmarks/cold_start_length.py --base-strong /tmp/m/$v/cold_start --native-by trace \
-    --native-think spread --episodes 48 --device cuda --workers 7 --rollout-batch 96 --build-dir /tmp/n/$v \
-    --sft-args "$THINK" --native-shares 0.65 --lengths 300 --out $R/native_$v > $R/native_$v.log 2>&1 &
-done
-wait
-C="--preset cpu --device cuda --amp false --stage1-frame 2000 --stage1-caption 4000 --stage1-direct 0 --stage1-tool 0
-   --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 150
-   --stage1-lr 5e-5 --batch-size 32 --warmup 10 --workers 7 --eval-every 0 --caption-max-frames 16 --caption-aug-p 0.5"
-for v in $NAMES; do
-  python3 trainers/sft.py $C --tool-prior strong --init-from $(ls -d /tmp/n/$v/strong_L300*)/cold_start \
-    --out /tmp/f/$v > $R/final_$v.log 2>&1 &
-done
-wait
+# shellcheck disable=SC2086  # NAMES is a list of names
+v11_tail /tmp/m /tmp/n /tmp/f $NAMES
 # shellcheck disable=SC2086  # NAMES is a list of names
 perceive /tmp/f $NAMES
 [ -f $R/probe.log ] && grep "step\|stage" $R/probe.log | tail -2 | cut -c1-400
