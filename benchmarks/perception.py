@@ -14,6 +14,7 @@ Measured (``agents.lmm.perception`` defines every number; world settings = the c
 | ``visible_evidence_accuracy`` | needle, needle_attribute and global questions at a K whose overview shows the evidence, tools forbidden: answered from the overview |
 | ``visible_evidence_no_tool_prompt_accuracy`` | the same episodes in the env's ``tools=False`` setting, whose prompt advertises no tool |
 | ``tool_gain_k4``     | K = 4, needle and needle_attribute: accuracy calling tools (the model is its own sub-agent) minus accuracy with tools forbidden, same episodes |
+| ``details.tool_gain_k4.answer_in_crops`` | of the episodes with tools: the share whose crops (the model's own windows) show the answer object by the world's captions, and the accuracy when they do and when they do not: choosing windows apart from reading |
 | ``reading_accuracy`` | the same episodes, the first turn given (the oracle agent's calls on the evidence windows) and the crops summarised truthfully (the world's captions): accuracy answering from those tool responses, tools forbidden |
 
 "Tools forbidden": the tool-call tags are suppressed and a turn that has not answered by its
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents.lmm.corpus import CaptionConfig  # noqa: E402
 from agents.lmm.evaluate_lmm import training_budgets, world_config_of  # noqa: E402
 from agents.lmm.perception import (NEEDLE_FAMILIES, VISIBLE_FAMILIES, accuracy_summary, caption_eval,  # noqa: E402
-                                   caption_items, needle_items, paired_gain, play,
+                                   answer_catch, caption_items, needle_items, paired_gain, play,
                                    visible_items)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.subagent import Subagent  # noqa: E402
@@ -101,7 +102,8 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
         g = paired_gain(with_tools, without, seed=seed)
         res["tool_gain_k4"] = g["gain"]
         res["details"]["tool_gain_k4"] = dict(g, with_tools=accuracy_summary(with_tools, NEEDLE_FAMILIES),
-                                              without_tools=accuracy_summary(without, NEEDLE_FAMILIES))
+                                              without_tools=accuracy_summary(without, NEEDLE_FAMILIES),
+                                              answer_in_crops=answer_catch(with_tools))
         log(f"tool gain at K=4: {g['gain']:+.3f} (with {res['details']['tool_gain_k4']['with_tools']['accuracy']:.3f}, "
             f"without {res['details']['tool_gain_k4']['without_tools']['accuracy']:.3f}, n={g['n']}, "
             f"{time.time() - t:.0f} s)")
@@ -153,6 +155,12 @@ def markdown(results: dict) -> str:
             s = g[key]
             rows.append((f"... accuracy {label}, tool calls/ep {s['tool_calls']:.2f}", s["accuracy"], s["accuracy_ci"], s["n"], ""))
             rows += [(f"...... {f}", x["accuracy"], x["accuracy_ci"], x["n"], "") for f, x in s["by_family"].items()]
+        if "answer_in_crops" in g:  # results from before 2026-12-04 lack it
+            c = g["answer_in_crops"]
+            rows.append(("... with tools: its crops show the answer object (truthful captions of its windows)",
+                         c["share"], c["share_ci"], c["n"], ""))
+            rows.append(("...... accuracy when they do", c["accuracy_if_shown"], c["accuracy_if_shown_ci"], c["n_shown"], ""))
+            rows.append(("...... accuracy when they do not", c["accuracy_if_not"], c["accuracy_if_not_ci"], c["n_not"], ""))
     if "reading" in d:
         r = d["reading"]
         rows.append(("reading: answers after the right calls, truthful crop captions", r["accuracy"], r["accuracy_ci"],

@@ -134,6 +134,7 @@ def test_forbidden_tools_means_one_turn_that_answers():
     recs = play(policy, WC, [(0, 4), (1, 4)], budgets=(4,), forbid_tools=True, max_new_tokens=8)
     assert [r["turns"] for r in recs] == [1, 1] and all(r["tool_calls"] == 0 for r in recs)
     assert {r["family"] for r in recs} == {"needle", "needle_attribute"}
+    assert [r["answer_in_crops"] for r in recs] == [False, False]  # no crop, so no crop shows the answer
 
 
 def test_reading_gives_the_oracle_turn_and_truthful_captions():
@@ -155,11 +156,31 @@ def test_reading_gives_the_oracle_turn_and_truthful_captions():
     recs = play(policy, WC, [(0, 4), (1, 4)], budgets=(4,), forbid_tools=True, subagent="oracle",
                 oracle_first_turn_given=True, max_new_tokens=8)
     assert [r["turns"] for r in recs] == [2, 2] and all(r["tool_calls"] >= 1 for r in recs)
+    assert [r["answer_in_crops"] for r in recs] == [True, True]  # the oracle's windows catch the answer
     env.step(text)
     response = " ".join(p.get("text", "") for p in env.unwrapped.messages[-1]["content"] if isinstance(p, dict))
     q = env.unwrapped.episode.question
     truth = q.options[ord(q.answer) - ord("A")] if q.answer_type == "mcq" else q.answer
     assert truth in response  # the truthful caption names what the question asks for
+
+
+def test_answer_object_and_catch():
+    """The object a needle-family answer is about, and the split of "with tools" accuracy by whether the crops
+    showed it."""
+    from agents.lmm.corpus import answer_object, named_objects
+    from agents.lmm.perception import answer_catch
+    from paravt_env.questions import Question
+    mcq = Question("q", "needle", "Which of these objects appears during the cave scene?", "B", "mcq",
+                   ("red star", "white circle", "blue cross", "green square"))
+    colour = Question("q", "needle_attribute", "What colour is the large diamond that appears during the sky scene? "
+                      "Answer with one word.", "cyan", "open")
+    assert answer_object(mcq) == "white circle" and answer_object(colour) == "cyan diamond"
+    assert answer_object(Question("q", "global", "Which scene occurs?", "A", "mcq", ("cave", "sky"))) is None
+    assert named_objects("Objects: cyan diamond at top (3.0 s); small grey star (4.0 s).") == {"cyan diamond"}
+    recs = ([dict(correct=True, answer_in_crops=True)] * 3 + [dict(correct=False, answer_in_crops=True)]
+            + [dict(correct=False, answer_in_crops=False)] * 4 + [dict(correct=True, answer_in_crops=None)])
+    c = answer_catch(recs)
+    assert (c["n"], c["share"], c["accuracy_if_shown"], c["accuracy_if_not"]) == (8, 0.5, 0.75, 0.0)
 
 
 def test_intervals():

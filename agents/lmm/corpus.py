@@ -235,6 +235,33 @@ def _seen_sentence(q, sentence: str, restate_options: bool) -> str:
     return f"{sentence}."
 
 
+def _asked_shape(question) -> str | None:
+    return next((sh for sh in SHAPES if f" {sh} " in f" {question.text} "), None)
+
+
+def answer_object(question) -> str | None:
+    """The object a needle-family answer is about, as captions name it: the right option ("white star"), or the
+    shape a colour question asks about in the answer's colour. None for the other families."""
+    if question.family not in READING_FAMILIES:
+        return None
+    if question.answer_type == "mcq":
+        return question.options[ord(question.answer) - ord("A")]
+    shape = _asked_shape(question)
+    return None if shape is None else f"{question.answer} {shape}"
+
+
+def named_objects(text: str) -> set[str]:
+    """The needles ("white star") a text names in the world's caption grammar."""
+    return {f"{c} {sh}" for c, sh, _ in caption_needles(text)}
+
+
+def tool_response_text(env) -> str:
+    """Everything the tool responses of ``env``'s episode said so far (the first user turn, the overview and the
+    question, left out)."""
+    users = [m for m in env.messages if m["role"] == "user"][1:]
+    return " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
+
+
 def presence_line(question, said: str) -> str | None:
     """A chain of yes/no checks, one per candidate in a fixed order, up to the first that ``said`` names:
     "A. red star: no; B. white circle: yes." (multiple choice: the options) or "red star: no; green star: no;
@@ -244,19 +271,16 @@ def presence_line(question, said: str) -> str | None:
     in under a thousand steps on text probes (benchmarks/results/presence/README.md).
     None where the chain would not end at the answer: the answer is not named, or an earlier candidate is
     (another scene's object of the same shape, say)."""
-    if question.family not in READING_FAMILIES:
+    truth = answer_object(question)
+    if truth is None:
         return None
-    seen = {f"{c} {sh}" for c, sh, _ in caption_needles(said)}
+    seen = named_objects(said)
     if question.answer_type == "mcq":
         heads = [f"{LETTERS[i]}. {o}" for i, o in enumerate(question.options)]
         objects = list(question.options)
-        truth = question.options[ord(question.answer) - ord("A")]
     else:
-        shape = next((sh for sh in SHAPES if f" {sh} " in f" {question.text} "), None)
-        if shape is None:
-            return None
-        objects = [f"{c} {shape}" for c in COLOURS]
-        heads, truth = objects, f"{question.answer} {shape}"
+        objects = [f"{c} {_asked_shape(question)}" for c in COLOURS]
+        heads = objects
     if truth not in seen or truth not in objects:
         return None
     checks = []
@@ -345,8 +369,7 @@ def presence_records(tokenizer, n: int, rng: np.random.Generator, max_objects: i
 def grounded_after_tool(env, restate_options: bool = False, presence: bool = False) -> str | None:
     """:func:`grounded_line` of the tool responses: "The crops show a white star."; ``presence``: the
     :func:`presence_line` of them instead."""
-    users = [m for m in env.messages if m["role"] == "user"][1:]  # the first holds the overview and question
-    said = " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
+    said = tool_response_text(env)
     if presence:
         return presence_line(env.episode.question, said)
     return grounded_line(env, said, "The crops show", restate_options)

@@ -32,8 +32,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from agents.lmm.corpus import (THINK_TOOL, CaptionConfig, WorldConfig, _decision, caption_needles, caption_samples,
-                               caption_scenes, evidence_visible, render_turn, round_windows)
+from agents.lmm.corpus import (THINK_TOOL, CaptionConfig, WorldConfig, _decision, answer_object, caption_needles,
+                               caption_samples, caption_scenes, evidence_visible, named_objects, render_turn,
+                               round_windows)
 from agents.lmm.subagent import Subagent, crop_window
 from paravt_env.questions import FAMILIES
 from paravt_env.sources import Frames, SyntheticDataset
@@ -236,7 +237,10 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
     tags are suppressed and a generated turn must answer (:func:`forced_answers`), so the number is
     the model's best answer without tools, not a model derailed by a ban it was never trained on.
     ``oracle_first_turn_given``: the first turn is :func:`oracle_first_turn`, teacher-forced.
-    ``tools=False``: the env's setting without a tool (its prompt advertises none)."""
+    ``tools=False``: the env's setting without a tool (its prompt advertises none).
+    Each record's ``answer_in_crops`` (needle families; else None): whether the world's captions of the crops the
+    episode's calls returned name the answer object, i.e. whether its windows caught the answer at all, whatever
+    the sub-agent then said."""
     subagent = subagent or Subagent(policy, frame_size=None)
     banned = VISION_TOKENS + (TOOL_TAGS if forbid_tools else ())
     records = []
@@ -246,6 +250,7 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
             envs = [wc.env(split, nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle", tools=tools)
                     for _ in chunk]
             convs, observations, infos, done = [], [], [], [False] * len(chunk)
+            truly_shown = [[] for _ in chunk]  # the world's captions of each episode's executed crops
             for env, (i, k) in zip(envs, chunk):
                 obs, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
                 convs.append(policy.start(info["messages"]))
@@ -277,6 +282,8 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     else:
                         pending.append((j, results))
                 crops = [(j, r) for j, results in pending for r in results if r.ok]
+                for j, r in crops:
+                    truly_shown[j].append(envs[j].unwrapped.episode.source.caption(r.frames.timestamps))
                 if subagent == "oracle":
                     summaries = [envs[j].unwrapped.summarize([r])[0] for j, r in crops]
                 else:
@@ -287,10 +294,12 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     envs[j].unwrapped.deliver(results, [by_id.get(id(r), "") for r in results])
                     policy.extend(convs[j], [envs[j].unwrapped.messages[-1]])
                 turn += 1
-            for env, info, (i, k) in zip(envs, infos, chunk):
+            for env, info, (i, k), shown in zip(envs, infos, chunk, truly_shown):
+                target = answer_object(env.unwrapped.episode.question)
                 records.append(dict(index=i, k=k, family=info["family"], correct=bool(info.get("correct", False)),
                                     tool_calls=int(info["num_tool_calls"]), format=float(info.get("format_reward", 0.0)),
-                                    answer=info.get("answer"), turns=int(info["turn"])))
+                                    answer=info.get("answer"), turns=int(info["turn"]),
+                                    answer_in_crops=None if target is None else target in named_objects(" ".join(shown))))
                 env.close()
     return records
 
@@ -338,6 +347,19 @@ def accuracy_summary(records: Sequence[dict], families: Sequence[str] | None = N
     out = summ(list(records))
     out["by_family"] = {f: summ([r for r in records if r["family"] == f]) for f in fams}
     return out
+
+
+def answer_catch(records: Sequence[dict]) -> dict:
+    """Of episodes played with tools: the share whose crops show the answer object (``answer_in_crops``), and the
+    accuracy when they do and when they do not. Splits "with tools" accuracy into choosing windows and reading."""
+    rs = [r for r in records if r.get("answer_in_crops") is not None]
+    shown = [r["correct"] for r in rs if r["answer_in_crops"]]
+    missed = [r["correct"] for r in rs if not r["answer_in_crops"]]
+    return dict(n=len(rs), share=len(shown) / len(rs) if rs else float("nan"), share_ci=wilson(len(shown), len(rs)),
+                accuracy_if_shown=float(np.mean(shown)) if shown else float("nan"), n_shown=len(shown),
+                accuracy_if_shown_ci=wilson(sum(shown), len(shown)),
+                accuracy_if_not=float(np.mean(missed)) if missed else float("nan"), n_not=len(missed),
+                accuracy_if_not_ci=wilson(sum(missed), len(missed)))
 
 
 def paired_gain(with_tools: Sequence[dict], without: Sequence[dict], seed: int = 0) -> dict:

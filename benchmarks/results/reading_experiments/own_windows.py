@@ -1,18 +1,18 @@
 """K = 4, needle and needle_attribute, the model's OWN calls with the crops captioned truthfully (the world's
 captions): do its windows catch the answer, and does it read the answer when they do? Splits perception.py's
-"with tools" accuracy into the share of episodes whose responses name the answer object, the accuracy on those,
+"with tools" accuracy into the share of episodes whose responses name the answer object (benchmarks/perception.py
+now reports that share for every build, as "its crops show the answer object"), the accuracy on those,
 and how many other needles of the same shape (needle_attribute) or other options (needle) the responses name.
 
     PYTHONPATH=. python benchmarks/results/reading_experiments/own_windows.py CHECKPOINT [EPISODES_PER_FAMILY [DEVICE [SEED]]]
 """
-import re
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from agents.lmm import perception
-from agents.lmm.corpus import WorldConfig, caption_needles
+from agents.lmm.corpus import WorldConfig, answer_object, named_objects, tool_response_text
 from agents.lmm.evaluate_lmm import training_budgets, world_config_of
 from agents.lmm.perception import needle_items
 from agents.lmm.policy import TransformersPolicy
@@ -43,16 +43,12 @@ rows = []
 for env, rec in zip(kept, recs):
     u = env.unwrapped
     q = u.episode.question
-    responses = [m for m in u.messages if m["role"] == "user"][1:]  # the first holds the overview and question
-    said = " ".join(p.get("text", "") for m in responses if not isinstance(m["content"], str) for p in m["content"])
-    named = {f"{c} {s}" for c, s, _ in caption_needles(said)}
+    answer = answer_object(q)
+    named = named_objects(tool_response_text(u))
     if q.family == "needle":
-        answer = q.options[ord(q.answer) - ord("A")]
         rivals = sum(o in named for o in q.options if o != answer)
-    else:
-        shape = re.search(r"large (\w+)", q.text).group(1)
-        answer = f"{q.answer} {shape}"
-        rivals = sum(x.endswith(" " + shape) and x != answer for x in named)
+    else:  # other objects of the asked shape
+        rivals = sum(x.split()[1] == answer.split()[1] and x != answer for x in named)
     rows.append(dict(family=q.family, caught=answer in named, rivals=rivals, objects=len(named),
                      correct=rec["correct"], calls=rec["tool_calls"]))
 for fam in ("needle", "needle_attribute", None):
