@@ -189,12 +189,12 @@ def visible_items(n_per_family: int, wc: WorldConfig, budgets: Sequence[int], *,
         got, i, skip = 0, FAMILIES.index(fam), seed * n_per_family
         while got < n_per_family and i < len(ds):
             ep = ds[i]
-            shown = [int(k) for k in rng.permutation(list(budgets)) if evidence_visible(
-                uniform_timestamps(0.0, ep.source.duration, int(k)), ep.question.evidence, fam)]
-            if shown and skip:
+            k = next((int(k) for k in rng.permutation(list(budgets)) if evidence_visible(
+                uniform_timestamps(0.0, ep.source.duration, int(k)), ep.question.evidence, fam)), None)
+            if k is not None and skip:
                 skip -= 1
-            elif shown:
-                out.append((i, shown[0]))
+            elif k is not None:
+                out.append((i, k))
                 got += 1
             i += len(FAMILIES)
         if got < n_per_family:

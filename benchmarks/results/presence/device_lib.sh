@@ -6,6 +6,19 @@ install_carried_wheels() {
   export PYTHONPATH=/tmp/site:$PWD PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
 }
 
+# mends ROOT ARGS: trainers/sft.py with ARGS plus each variant's own args, one per variant of $VARIANTS
+# ("name:extra sft args|..."), side by side, into ROOT/name (logs $R/mend_name.log); sets NAMES to the variants.
+mends() {
+  local root=$1 args=$2 spec specs
+  IFS='|' read -r -a specs <<< "$VARIANTS"
+  NAMES=$(for spec in "${specs[@]}"; do echo "${spec%%:*}"; done)
+  for spec in "${specs[@]}"; do
+    # shellcheck disable=SC2086  # args and a variant's args are lists of flags
+    python3 trainers/sft.py $args ${spec#*:} --out "$root/${spec%%:*}" > "$R/mend_${spec%%:*}.log" 2>&1 &
+  done
+  wait
+}
+
 # perceive ROOT NAME...: benchmarks/perception.py on ROOT/NAME/cold_start for each NAME side by side, into
 # $R/perc_NAME.{json,md,log}, then the headline rows of each. $PERCEPTION_ARGS overrides the sample sizes and device.
 perceive() {

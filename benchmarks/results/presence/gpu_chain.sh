@@ -28,18 +28,12 @@ if [ "$WARMUP_MIN" != 0 ]; then
   cp $(dirname $S)/sft_args.json /tmp/probe/
   INIT=/tmp/probe
 fi
-IFS='|' read -r -a SPECS <<< "$VARIANTS"
-NAMES=$(for spec in "${SPECS[@]}"; do echo "${spec%%:*}"; done)
 MEND="--preset gpu --amp false --stage1-frame 4000 --stage1-caption 12000 --stage1-direct 0 --stage1-tool 0
       --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 600
       --warmup 30 --perception-warmup 0 --caption-max-frames 16 --caption-aug-p 0.5 --workers 7 --time-budget-s 170
       --eval-every 0 --batch-size 256 --batch-tokens 49152 --tool-prior strong --stage1-lr 1e-4 $THINK
       --oracle-fraction 0 --reading-oracle-fraction 0.2 --init-from $INIT"
-for spec in "${SPECS[@]}"; do
-  # shellcheck disable=SC2086  # MEND and a variant's args are lists of flags
-  python3 trainers/sft.py $MEND ${spec#*:} --out /tmp/m/${spec%%:*} > $R/mend_${spec%%:*}.log 2>&1 &
-done
-wait
+mends /tmp/m "$MEND"
 # shellcheck disable=SC2086  # NAMES is a list of names
 v11_tail /tmp/m /tmp/n /tmp/f $NAMES
 # shellcheck disable=SC2086  # NAMES is a list of names
