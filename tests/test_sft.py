@@ -327,6 +327,20 @@ def test_continuation_keeps_its_parents_world(tmp_path):
     assert sft.parse_args(["--init-from", str(bare)]).budgets == sft.Args.budgets
 
 
+def test_crop_sampling_leaves_the_vocabulary_as_it_is():
+    """A build may continue its parent in a world of other crop sampling (--crop-max-frames 16 from an
+    8-frame parent): the BPE's texts are the same, so the tokenizer is and --init-from is not refused. The
+    frames a response lists do change, so the corpus of such a build differs."""
+    from agents.lmm.corpus import tokenizer_texts, tool_response_text
+    eight, sixteen = WorldConfig(crop_max_frames=8), WorldConfig(crop_max_frames=16)
+    assert tokenizer_texts(sixteen, n=12) == tokenizer_texts(eight, n=12)
+    env = sixteen.env("train")
+    env.reset(seed=0, options={"episode_index": 0, "frame_budget": 4})
+    env.step('<tool_call>{"name": "crop_video", "arguments": {"start_time": 0, "end_time": 60}}</tool_call>')
+    assert "(16 frames)" in tool_response_text(env.unwrapped)
+    env.close()
+
+
 def test_round_windows_whole_seconds():
     from agents.lmm.corpus import round_windows
     assert round_windows([(12.3, 20.6), (0.0, 4.0)]) == [(12.0, 21.0), (0.0, 4.0)]

@@ -932,8 +932,11 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
 
 
 def tokenizer_texts(wc: WorldConfig, n: int = 300, seed: int = 12345) -> list[str]:
-    """Text for training the BPE: the same for both priors (both dialects + captions + prompts)."""
+    """Text for training the BPE: the same for both priors (both dialects + captions + prompts). The crop
+    sampling is pinned to the default: it changes how many frames a response lists, not its words, and a
+    vocabulary that stays the same lets a build continue its parent in a world of other crop sampling."""
     from paravt_env.env import SYSTEM_PROMPT
+    wc = replace(wc, crop_max_frames=WorldConfig.crop_max_frames)
     rng = np.random.default_rng(seed)
     env = wc.env("train", nframes_gating=True)
     texts = [SYSTEM_PROMPT, SUBAGENT_PROMPT]

@@ -7,7 +7,7 @@ install_carried_wheels() {
 }
 
 # mends ROOT ARGS: trainers/sft.py with ARGS plus each variant's own args, one per variant of $VARIANTS
-# ("name:extra sft args|..."), side by side, into ROOT/name (logs $R/mend_name.log); sets NAMES to the variants.
+# ("name:extra sft args|...", on one line), side by side, into ROOT/name (logs $R/mend_name.log); sets NAMES to the variants.
 mends() {
   local root=$1 args=$2 spec specs
   IFS='|' read -r -a specs <<< "$VARIANTS"
@@ -17,6 +17,16 @@ mends() {
     python3 trainers/sft.py $args ${spec#*:} --out "$root/${spec%%:*}" > "$R/mend_${spec%%:*}.log" 2>&1 &
   done
   wait
+}
+
+# capmend_args START: the caption mend's trainers/sft.py flags from START (gpu_capmend.sh's recipe: 300 steps of batch
+# 256 at lr 5e-5, 4,000 frames and 12,000 16-frame crops, no direct or tool rows); needs $THINK.
+capmend_args() {
+  echo "--preset gpu --amp false --stage1-frame 4000 --stage1-caption 12000 --stage1-direct 0 --stage1-tool 0
+      --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 300
+      --warmup 20 --perception-warmup 0 --caption-max-frames 16 --caption-aug-p 0.7 --workers 7 --time-budget-s 170
+      --eval-every 0 --batch-size 256 --batch-tokens 49152 --tool-prior strong --stage1-lr 5e-5 $THINK
+      --oracle-fraction 0 --init-from $1"
 }
 
 # perceive ROOT NAME...: benchmarks/perception.py on ROOT/NAME/cold_start for each NAME side by side, into

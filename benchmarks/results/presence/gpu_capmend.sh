@@ -23,12 +23,7 @@ R=$OUT/capmend; mkdir -p $R
 S=${1:-.carry/wmix/cold_start}
 THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
 VARIANTS=${VARIANTS:-"cap:|capread:--stage1-reading 6000 --stage1-presence 15000 --reading-oracle-fraction 0.2 --drill-decisions false"}
-MEND="--preset gpu --amp false --stage1-frame 4000 --stage1-caption 12000 --stage1-direct 0 --stage1-tool 0
-      --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 300
-      --warmup 20 --perception-warmup 0 --caption-max-frames 16 --caption-aug-p 0.7 --workers 7 --time-budget-s 170
-      --eval-every 0 --batch-size 256 --batch-tokens 49152 --tool-prior strong --stage1-lr 5e-5 $THINK
-      --oracle-fraction 0 --init-from $S"
-mends /tmp/c "$MEND"
+mends /tmp/c "$(capmend_args "$S")"
 if [ -n "${BASE_NAME:-}" ]; then
   mkdir -p /tmp/c/$BASE_NAME && cp -r $S /tmp/c/$BASE_NAME/cold_start  # with its record: K and frame size
   cp "$(dirname $S)/sft_args.json" /tmp/c/$BASE_NAME/ 2>/dev/null
