@@ -962,6 +962,52 @@ def test_presence_probes_are_text_drills_whose_only_target_is_a_chain_ending_at_
     assert sft.data_key(sft.Args(stage1_presence=50)) != sft.data_key(sft.Args())
 
 
+def test_scene_presence_chain_checks_each_named_candidate_in_its_scene():
+    """scene_presence_line: a named candidate is checked by the scene whose printed span holds its sighting, and
+    only the question's scene says yes; object_scenes agrees with the world on real captions of wide crops; the
+    text probes of it always end at their answer and carry rivals in other scenes."""
+    import re
+
+    from agents.lmm.corpus import object_scenes, scene_presence_line, scene_presence_probe
+    from paravt_env.questions import Question
+
+    def q(family, text, answer, options=None):
+        return Question("q", family, text, answer, "mcq" if options else "open", options, ((0.0, 1.0),))
+    said = ("Scenes: sky scene (210.0-330.0 s); meadow scene (340.0-420.0 s). Objects: red star at top (273.9 s); "
+            "yellow diamond at left (344.0 s); blue star at left (400.0 s); green star at left (500.0 s).")
+    colour = "What colour is the large star that appears during the meadow scene? Answer with one word."
+    assert object_scenes(said) == {"red star": ["sky"], "yellow diamond": ["meadow"], "blue star": ["meadow"]}
+    assert scene_presence_line(q("needle_attribute", colour, "blue"), said) == (
+        "red star: sky scene, no; green star: no; blue star: meadow scene, yes.")  # green's 500 s is in no span
+    assert scene_presence_line(q("needle_attribute", colour, "red"), said) is None  # not seen in the meadow
+    options = ("red star", "white cross", "yellow diamond", "cyan circle")
+    assert scene_presence_line(q("needle", "Which of these objects appears during the meadow scene?", "C", options),
+                               said) == "A. red star: sky scene, no; B. white cross: no; C. yellow diamond: meadow scene, yes."
+    assert scene_presence_line(q("needle", "Which of these objects appears?", "C", options), said) is None  # no scene
+    # real captions of 200 s crops: every sighting is put in the scene the world shows at that time
+    checked = 0
+    env = WorldConfig().env("validation")
+    for index in range(20):
+        source = env.unwrapped.dataset[index].source
+        stamps = np.linspace(0.5, min(200.0, source.duration) - 0.5, 16)
+        caption = source.caption(stamps)
+        for obj, scenes in object_scenes(caption).items():
+            times = [float(t) for c, sh, _, t, _ in re.findall(r"\b(\w+) (\w+) at ([a-z-]+) \(([\d.]+)(?:-([\d.]+))? s\)",
+                                                                 caption) if f"{c} {sh}" == obj]
+            assert scenes[0] == source.video.scene_at(times[0]).name
+            checked += 1
+    env.close()
+    assert checked > 20
+    rng, rivals = np.random.default_rng(0), 0
+    for _ in range(300):
+        s = scene_presence_probe(rng)
+        think, answer = re.fullmatch(r"<think>\n(.*)\n</think>\n<answer>(.*)</answer>", s.messages[3]["content"]).groups()
+        last = think.rstrip(".").split("; ")[-1]
+        assert last.endswith(" scene, yes") and (last.startswith(f"{answer}.") or last.startswith(f"{answer} "))
+        rivals += s.meta["rivals"] > 0 and ", no" in think
+    assert rivals > 30  # rivals the chain passes over by their scene
+
+
 def test_direct_think_names_the_needle_or_scene_the_overview_shows_then_its_letter():
     """--direct-think: a direct answer on a needle question thinks what the overview shows of the needle
     (the object is in the world's caption of the overview frames and is the answer; multiple choice

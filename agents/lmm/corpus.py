@@ -262,6 +262,15 @@ def tool_response_text(env) -> str:
     return " ".join(p.get("text", "") for m in users if not isinstance(m["content"], str) for p in m["content"])
 
 
+def presence_candidates(question) -> tuple[list[str], list[str]]:
+    """A presence chain's candidates in its fixed order, as (what the chain says of each, the object it is):
+    the options ("A. red star") of a multiple-choice question, else every colour with the shape asked about."""
+    if question.answer_type == "mcq":
+        return [f"{LETTERS[i]}. {o}" for i, o in enumerate(question.options)], list(question.options)
+    objects = [f"{c} {_asked_shape(question)}" for c in COLOURS]
+    return objects, objects
+
+
 def presence_line(question, said: str) -> str | None:
     """A chain of yes/no checks, one per candidate in a fixed order, up to the first that ``said`` names:
     "A. red star: no; B. white circle: yes." (multiple choice: the options) or "red star: no; green star: no;
@@ -275,12 +284,7 @@ def presence_line(question, said: str) -> str | None:
     if truth is None:
         return None
     seen = named_objects(said)
-    if question.answer_type == "mcq":
-        heads = [f"{LETTERS[i]}. {o}" for i, o in enumerate(question.options)]
-        objects = list(question.options)
-    else:
-        objects = [f"{c} {_asked_shape(question)}" for c in COLOURS]
-        heads = objects
+    heads, objects = presence_candidates(question)
     if truth not in seen or truth not in objects:
         return None
     checks = []
@@ -290,6 +294,39 @@ def presence_line(question, said: str) -> str | None:
         if obj in seen:
             return None
         checks.append(f"{head}: no")
+    return None
+
+
+def object_scenes(said: str) -> dict[str, list[str]]:
+    """Each needle ``said`` names ("white star") -> the scenes it is seen in, in order of sighting: the scene whose
+    span (as ``said`` prints it) holds the sighting's first time. In the world's captions both are times of
+    sampled frames, so a sighting lies in exactly one listed span; one that lies in none is left out."""
+    spans = [(float(a), float(b or a), name) for name, a, b in _SCENE.findall(said or "")]
+    out: dict[str, list[str]] = {}
+    for colour, shape, _, a, _ in _NEEDLE.findall(said or ""):
+        scene = next((name for lo, hi, name in spans if lo - 1e-6 <= float(a) <= hi + 1e-6), None)
+        if scene is not None and scene not in out.setdefault(f"{colour} {shape}", []):
+            out[f"{colour} {shape}"].append(scene)
+    return out
+
+
+def scene_presence_line(question, said: str) -> str | None:
+    """:func:`presence_line` that checks the scene too: a candidate ``said`` names is checked by the scene it is
+    seen in, and only the question's scene says yes: "A. red star: no; B. orange star: sky scene, no; C. yellow
+    diamond: meadow scene, yes." With wide crops the responses name other scenes' objects of the asked shape or
+    other options (rivals), where the plain chain stops at the first named candidate (section 9 of
+    benchmarks/results/presence/README.md). None where the chain would not end at the answer in the question's
+    scene."""
+    truth, asked = answer_object(question), QUESTION_SCENE_RE.search(question.text)
+    where = object_scenes(said)
+    if truth is None or asked is None or asked.group(1) not in where.get(truth, []):
+        return None
+    checks = []
+    for head, obj in zip(*presence_candidates(question)):
+        scenes = where.get(obj, [])
+        if asked.group(1) in scenes:
+            return "; ".join(checks + [f"{head}: {asked.group(1)} scene, yes"]) + "." if obj == truth else None
+        checks.append(f"{head}: {scenes[0]} scene, no" if scenes else f"{head}: no")
     return None
 
 
@@ -354,6 +391,75 @@ def presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
     think = presence_line(question, "".join(responses))
     return probe_conversation("Question: " + text, t0, responses, think, question.answer, mcq,
                               dict(family=question.family))
+
+
+def scenes_response(rng: np.random.Generator, a: float, parts) -> str:
+    """A 50 s tool response in the env's wording from ``a`` s that shows the scenes of ``parts`` ((scene,
+    [(colour, shape), ...]) each) one after another, each over an equal share of the window with its objects
+    spread inside it (positions drawn from ``rng``)."""
+    share = 50.0 / len(parts)
+    scenes, objects = [], []
+    for j, (scene, items) in enumerate(parts):
+        lo, hi = a + j * share + 1, a + (j + 1) * share - 1
+        scenes.append(f"{scene} scene ({lo:.1f}-{hi:.1f} s)")
+        times = np.linspace(lo, hi, len(items) + 2)[1:-1]
+        objects += [f"{c} {sh} at {POSITIONS[int(rng.integers(len(POSITIONS)))]} ({t:.1f} s)"
+                    for (c, sh), t in zip(items, times)]
+    return (f"<tool_response>\ncrop_video {a:.1f}-{a + 50:.1f} s (8 frames): Scenes: {'; '.join(scenes)}. "
+            f"Objects: {'; '.join(objects) or 'none'}.\n</tool_response>\n")
+
+
+def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
+    """A text-only drill of :func:`scene_presence_line` in a reading drill's shape: 1-3 responses of 1-2 scenes
+    each, the answer in the question's scene and 0-2 rivals (other options, or other colours of the asked
+    shape) in other scenes, the rest fillers that are neither; at most ``max_objects`` objects in all."""
+    objs = [(c, sh) for c in COLOURS for sh in SHAPES]
+    mcq = bool(rng.random() < 0.5)
+    n_scenes = int(rng.integers(2, 5))
+    names = [str(x) for x in rng.choice(SCENE_NAMES, n_scenes, replace=False)]
+    target = objs[int(rng.integers(len(objs)))]
+    if mcq:
+        pool = [o for o in objs if o != target]
+        options = [pool[i] for i in rng.choice(len(pool), 3, replace=False)] + [target]
+        options = [options[i] for i in rng.permutation(4)]
+        rivals = [o for o in options if o != target]
+        fillers = [o for o in objs if o not in options]
+    else:
+        rivals = [o for o in objs if o[1] == target[1] and o != target]
+        fillers = [o for o in objs if o[1] != target[1]]
+    rivals = [rivals[i] for i in rng.choice(len(rivals), int(rng.integers(0, 3)), replace=False)]
+    budget = max(1, max_objects - 1 - len(rivals))
+    fillers = [fillers[i] for i in rng.choice(len(fillers), int(rng.integers(0, min(budget, 2 * n_scenes) + 1)),
+                                              replace=False)]
+    home = int(rng.integers(n_scenes))  # the question's scene: the answer and fillers only
+    placed: list[list] = [[] for _ in range(n_scenes)]
+    placed[home].append(target)
+    others = [j for j in range(n_scenes) if j != home]
+    for o in rivals:
+        placed[others[int(rng.integers(len(others)))]].append(o)
+    for o in fillers:
+        placed[int(rng.integers(n_scenes))].append(o)
+    for items in placed:
+        rng.shuffle(items)
+    cuts = sorted(rng.choice(np.arange(1, n_scenes), int(rng.integers(0, min(2, n_scenes - 1) + 1)), replace=False))
+    groups = [list(range(lo, hi)) for lo, hi in zip([0, *cuts], [*cuts, n_scenes])]
+    while any(len(g) > 2 for g in groups):  # at most two scenes a response
+        g = next(g for g in groups if len(g) > 2)
+        i = groups.index(g)
+        groups[i:i + 1] = [g[:2], g[2:]]
+    if mcq:
+        question = Question("probe", "needle", f"Which of these objects appears during the {names[home]} scene?",
+                            LETTERS[options.index(target)], "mcq", tuple(f"{c} {sh}" for c, sh in options))
+        text = question.text + "\nOptions:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(question.options))
+    else:
+        question = Question("probe", "needle_attribute", f"What colour is the large {target[1]} that appears during "
+                            f"the {names[home]} scene? Answer with one word.", target[0], "open")
+        text = question.text
+    t0 = float(rng.uniform(0, 600))
+    responses = [scenes_response(rng, t0 + 60 * j, [(names[k], placed[k]) for k in g]) for j, g in enumerate(groups)]
+    think = scene_presence_line(question, "".join(responses))
+    return probe_conversation("Question: " + text, t0, responses, think, question.answer, mcq,
+                              dict(family=question.family, rivals=len(rivals)))
 
 
 def presence_records(tokenizer, n: int, rng: np.random.Generator, max_objects: int = 12) -> list[dict]:

@@ -15,6 +15,8 @@ accuracy on held-out probes as it trains, then saves the model for copy_diagnosi
         --batch-size 256 --pool 200000 --workers 14 --eval-every 500
 
 multi: probe_multi, the lookup with several objects per response and no grounded think line.
+scene: agents.lmm.corpus.scene_presence_probe, the presence chain that also names each named candidate's scene, on
+responses of 1-2 scenes with rivals (other options, other colours of the asked shape) in the scenes not asked about.
 Several runs side by side on one GPU, saved at every evaluation (gpu_lookup.sh), e.g. a curriculum that
 moves on once a stage is learned, through the written-out text forward (1.8x the stock one on a GPU):
     bash benchmarks/results/reading_experiments/gpu_lookup.sh $OUT/runs 8 \
@@ -31,7 +33,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records, presence_line
+from agents.lmm.corpus import Sample, encode_record, encoding_policy, pack_records, presence_line, scene_presence_probe
 from agents.lmm.corpus import probe_conversation as conversation
 from agents.lmm.corpus import probe_response as response
 from agents.lmm.policy import TransformersPolicy
@@ -126,6 +128,14 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "f
     else:
         line = f"The question asks about the {target[1]}." if think == "restate" and not mcq else "The crops answer it."
     return conversation(q, t0, responses, line, answer, mcq)
+
+
+def maker(form: str, think: str = "fixed", max_objects: int = 12):
+    """The probe generator of a form: single (probe), multi (probe_multi with ``think``), or scene
+    (agents.lmm.corpus.scene_presence_probe: the presence chain that checks each named candidate's scene)."""
+    if form == "scene":
+        return partial(scene_presence_probe, max_objects=max_objects)
+    return partial(probe_multi, max_objects=max_objects, think=think) if form == "multi" else probe
 
 
 def records(samples, enc) -> Records:
@@ -245,7 +255,7 @@ def _pool_chunk(job) -> list:
     checkpoint, form, seed, n, max_objects, think = job
     if _pool_encoder is None:
         _pool_encoder = encoding_policy(TransformersPolicy(checkpoint).tokenizer)
-    make = partial(probe_multi, max_objects=max_objects, think=think) if form == "multi" else probe
+    make = maker(form, think, max_objects)
     rng = np.random.default_rng(seed)
     return [encode_record(_pool_encoder, make(rng)) for _ in range(n)]
 
@@ -273,7 +283,7 @@ def main(argv=None):
     p.add_argument("out", help="where the trained model is saved")
     p.add_argument("minutes", nargs="?", type=float, default=15.0, help="training time")
     p.add_argument("seed", nargs="?", type=int, default=0, help="draws the training probes")
-    p.add_argument("form", nargs="?", default="single", choices=("single", "multi"))
+    p.add_argument("form", nargs="?", default="single", choices=("single", "multi", "scene"))
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=5e-4)
@@ -303,7 +313,7 @@ def main(argv=None):
                    help="multi form: held-out probes of at most N objects each (200 a size; 12: the full draws), "
                         "e.g. 2,4,12 to see a curriculum stage form before the full lookup does")
     a = p.parse_args(argv)
-    make = partial(probe_multi, think=a.think) if a.form == "multi" else probe
+    make = maker(a.form, a.think)
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
     pol = TransformersPolicy(a.checkpoint)
@@ -314,10 +324,10 @@ def main(argv=None):
     enc = encoding_policy(pol.tokenizer)
     pol.model.to(a.device)
     tr = Trainee(pol.model, pol.tokenizer, pol.image_processor, a.device, answer_weight=10.0)
-    sizes = [int(n) for n in a.eval_objects.split(",")] if a.form == "multi" else [12]
+    sizes = [int(n) for n in a.eval_objects.split(",")] if a.form != "single" else [12]
     held_sets = {}
     for n in sizes:
-        draw = partial(probe_multi, max_objects=n, think=a.think) if a.form == "multi" else make
+        draw = maker(a.form, a.think, n)
         held = [draw(np.random.default_rng(10_000 + i)) for i in range(200)]
         held_sets[n] = (records(held, enc), np.array([s.meta["mcq"] for s in held]))
     show = pol.tokenizer.encode("The crops show a", add_special_tokens=False)
@@ -328,8 +338,8 @@ def main(argv=None):
         return scores[sizes[0]] if len(sizes) == 1 else scores
     stages = ([tuple(map(int, part.split(":"))) for part in a.curriculum.split(",")] if a.curriculum
               else [(12, None)])
-    if a.curriculum and a.form != "multi":
-        p.error("--curriculum goes with the multi form")
+    if a.curriculum and a.form == "single":
+        p.error("--curriculum goes with the multi and scene forms")
     opt = torch.optim.AdamW(pol.model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
 
     def save():
@@ -349,7 +359,7 @@ def main(argv=None):
         if time.time() >= t_end:
             break
         if a.curriculum:
-            make = partial(probe_multi, max_objects=max_objects, think=a.think)
+            make = maker(a.form, a.think, max_objects)
             print(f"stage: at most {max_objects} objects, {stage_steps} steps", flush=True)
         size = a.pool if stage_steps is None else min(a.pool, stage_steps * a.batch_size)
         pool = training_pool(a.checkpoint, a.form, a.seed, size, a.workers, max_objects, a.think) if a.pool else None
