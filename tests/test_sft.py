@@ -1008,6 +1008,41 @@ def test_scene_presence_chain_checks_each_named_candidate_in_its_scene():
     assert rivals > 30  # rivals the chain passes over by their scene
 
 
+def test_scene_presence_flag_shapes_the_answers_after_tool_turns_and_the_probes():
+    """--scene-presence (with --presence-think): tool traces answer by the scene-checking chain of their own
+    responses, the presence probes take its form, the data key is new while the old keys stay, and the flag
+    alone is refused."""
+    import re
+
+    from agents.lmm.corpus import presence_records, scene_presence_line
+    from trainers import sft
+
+    samples = build_corpus(0, 0, 40, "paravt", seed=3, wc=WorldConfig(), oracle_fraction=0.0,
+                           grounded_think="scene_presence", index_range=(0, 3000), search_agent="uniform")
+    env, chains = WorldConfig().env("train"), 0
+    for s in samples:
+        think = s.assistant_texts[-1].split("</think>")[0].removeprefix("<think>\n").strip()
+        if think.endswith(" scene, yes."):
+            env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
+            said = " ".join(p.get("text", "") for m in s.messages[2:] if m["role"] == "user"
+                            for p in m["content"] if isinstance(p, dict))
+            assert think == scene_presence_line(env.unwrapped.episode.question, said)
+            chains += 1
+    env.close()
+    assert chains >= 3
+    tok = build_tokenizer([m["content"] for s in samples for m in s.messages if isinstance(m["content"], str)]
+                          + ["meadow scene, yes. sky scene, no."], vocab_size=400)
+    for r in presence_records(tok, 3, np.random.default_rng(1), scene=True):
+        assert re.search(r"scene, yes\.", tok.decode(np.asarray(r["ids"])[r["mask"]].tolist()))
+    args = sft.Args(grounded_think=True, presence_think=True, scene_presence=True, stage1_presence=50)
+    assert sft.grounded_think_mode(args) == "scene_presence"
+    assert sft.corpus_plan(args)["s1_presence"][1] == {"scene_presence": True}
+    assert sft.data_key(args) != sft.data_key(dataclasses.replace(args, scene_presence=False))
+    assert sft.data_key(sft.Args()) == sft.data_key(sft.Args(scene_presence=False))
+    with pytest.raises(SystemExit, match="--presence-think"):
+        sft.main(sft.Args(grounded_think=True, scene_presence=True, out="/nonexistent/never-written"))
+
+
 def test_direct_think_names_the_needle_or_scene_the_overview_shows_then_its_letter():
     """--direct-think: a direct answer on a needle question thinks what the overview shows of the needle
     (the object is in the world's caption of the overview frames and is the answer; multiple choice

@@ -305,6 +305,13 @@ class Args:
                                                           "lookup per check instead of one search over every "
                                                           "object the responses list. Direct answers keep the "
                                                           "restated options"})
+    scene_presence: bool = field(default=False, metadata={"help": "with --presence-think: the chain also checks the "
+                                                          "scene each named candidate is seen in, and only the "
+                                                          "question's scene says yes ('B. orange star: sky scene, "
+                                                          "no; C. yellow diamond: meadow scene, yes.'; "
+                                                          "agents.lmm.corpus.scene_presence_line), so wide crops "
+                                                          "that name other scenes' rivals are read right; the "
+                                                          "presence probes (--stage1-presence) take that form too"})
     direct_think: str = field(default="none", metadata={"help": "direct answers first think what the overview "
                                                        "shows (agents.lmm.corpus.grounded_direct; options restated "
                                                        "with --option-think). needle: on needle questions ('The "
@@ -407,7 +414,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
 DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
-               "option_think", "presence_think", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
+               "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions")
 
 
@@ -477,7 +484,7 @@ DRILL_EPISODES = 60_000
 def grounded_think_mode(args: Args) -> bool | str:
     """``build_corpus``'s ``grounded_think`` from the three flags that shape it."""
     if args.grounded_think and args.presence_think:
-        return "presence"
+        return "scene_presence" if args.scene_presence else "presence"
     return "options" if args.grounded_think and args.option_think else args.grounded_think
 
 
@@ -518,7 +525,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     if args.stage1_recall:
         plan["s1_recall"] = (dict(n_recall=args.stage1_recall), {})
     if args.stage1_presence:
-        plan["s1_presence"] = (dict(n_presence=args.stage1_presence), {})
+        plan["s1_presence"] = (dict(n_presence=args.stage1_presence),
+                               {"scene_presence": True} if args.scene_presence else {})
     return {k: v for k, v in plan.items() if sum(n for n in v[0].values() if isinstance(n, int))}
 
 
@@ -548,7 +556,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 # Data fields added after corpora had been built, with the value they had before: at that value a field
 # stays out of the key, so those corpora keep their folder.
-LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "stage1_reading": 0, "stage1_direct_needle": 0,
+LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True}
 
@@ -1016,6 +1024,8 @@ def main(args: Args) -> Path:
         if getattr(args, flag) and not args.grounded_think:
             raise SystemExit(f"--{flag.replace('_', '-')} shapes the grounded think line: give it with "
                              "--grounded-think true")
+    if args.scene_presence and not args.presence_think:
+        raise SystemExit("--scene-presence shapes the presence chain: give it with --presence-think true")
     # The drill flags shape the drill parts only; a run that gives them without drills would silently train
     # ordinary direct answers (tool prompt, decisions trained) where the flags promise otherwise.
     if args.drill_no_tool_share and not args.stage1_direct_needle:

@@ -462,22 +462,28 @@ def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sam
                               dict(family=question.family, rivals=len(rivals)))
 
 
-def presence_records(tokenizer, n: int, rng: np.random.Generator, max_objects: int = 12) -> list[dict]:
-    """``n`` :func:`presence_probe` rows as training records (no frames)."""
+def presence_records(tokenizer, n: int, rng: np.random.Generator, max_objects: int = 12,
+                     scene: bool = False) -> list[dict]:
+    """``n`` :func:`presence_probe` rows (``scene``: :func:`scene_presence_probe` rows) as training records (no
+    frames)."""
     policy = encoding_policy(tokenizer)
     out = []
     for _ in range(n):
-        record = encode_record(policy, presence_probe(rng, max_objects))
+        record = encode_record(policy, (scene_presence_probe if scene else presence_probe)(rng, max_objects))
         out.append(dict(record, kind="presence"))
     return out
 
 
-def grounded_after_tool(env, restate_options: bool = False, presence: bool = False) -> str | None:
+# play_episode's grounded_think modes that answer after tool turns by a presence chain -> grounded_after_tool's presence
+PRESENCE_CHAINS = {"presence": True, "scene_presence": "scene"}
+
+
+def grounded_after_tool(env, restate_options: bool = False, presence: bool | str = False) -> str | None:
     """:func:`grounded_line` of the tool responses: "The crops show a white star."; ``presence``: the
-    :func:`presence_line` of them instead."""
+    :func:`presence_line` of them instead (``"scene"``: the :func:`scene_presence_line`)."""
     said = tool_response_text(env)
     if presence:
-        return presence_line(env.episode.question, said)
+        return (scene_presence_line if presence == "scene" else presence_line)(env.episode.question, said)
     return grounded_line(env, said, "The crops show", restate_options)
 
 
@@ -573,7 +579,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
     (``"options"``: with the options restated; ``"presence"``: the :func:`presence_line` of the responses,
-    direct answers keeping the restated options). ``grounded_direct_think``: a direct answer (no tool call)
+    direct answers keeping the restated options; ``"scene_presence"``: the same with the
+    :func:`scene_presence_line`). ``grounded_direct_think``: a direct answer (no tool call)
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
     ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
     time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
@@ -599,10 +606,10 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         think = opener or think
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options",
-                                        presence=grounded_think == "presence") or think
+                                        presence=PRESENCE_CHAINS.get(grounded_think, False)) or think
         if grounded_direct_think and decision == "direct":
             think = grounded_direct(env.unwrapped, grounded_direct_think,
-                                    restate_options=grounded_think in ("options", "presence")) or think
+                                    restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
@@ -1022,7 +1029,8 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
         packed = pack_records(recall_records(tokenizer, counts["n_recall"], np.random.default_rng(kwargs["seed"])))
         stats = {"kinds": {"recall": counts["n_recall"]}}
     elif counts.get("n_presence"):
-        packed = pack_records(presence_records(tokenizer, counts["n_presence"], np.random.default_rng(kwargs["seed"])))
+        packed = pack_records(presence_records(tokenizer, counts["n_presence"], np.random.default_rng(kwargs["seed"]),
+                                               scene=kwargs.get("scene_presence", False)))
         stats = {"kinds": {"presence": counts["n_presence"]}}
     else:
         policy = encoding_policy(tokenizer)
