@@ -999,8 +999,9 @@ def test_scene_presence_chain_checks_each_named_candidate_in_its_scene():
     env.close()
     assert checked > 20
     rng, rivals = np.random.default_rng(0), 0
-    for _ in range(300):
-        s = scene_presence_probe(rng)
+    for i in range(300):
+        s = scene_presence_probe(rng, max_objects=(2, 4, 12)[i % 3])
+        assert len(re.findall(r" at [a-z-]+ \(", s.messages[2]["content"])) <= (2, 4, 12)[i % 3]
         think, answer = re.fullmatch(r"<think>\n(.*)\n</think>\n<answer>(.*)</answer>", s.messages[3]["content"]).groups()
         last = think.rstrip(".").split("; ")[-1]
         assert last.endswith(" scene, yes") and (last.startswith(f"{answer}.") or last.startswith(f"{answer} "))

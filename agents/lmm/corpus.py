@@ -427,8 +427,9 @@ def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sam
     else:
         rivals = [o for o in objs if o[1] == target[1] and o != target]
         fillers = [o for o in objs if o[1] != target[1]]
-    rivals = [rivals[i] for i in rng.choice(len(rivals), int(rng.integers(0, 3)), replace=False)]
-    budget = max(1, max_objects - 1 - len(rivals))
+    rivals = [rivals[i] for i in rng.choice(len(rivals), int(rng.integers(0, min(2, max_objects - 1) + 1)),
+                                            replace=False)]
+    budget = max_objects - 1 - len(rivals)
     fillers = [fillers[i] for i in rng.choice(len(fillers), int(rng.integers(0, min(budget, 2 * n_scenes) + 1)),
                                               replace=False)]
     home = int(rng.integers(n_scenes))  # the question's scene: the answer and fillers only
