@@ -482,7 +482,7 @@ DRILL_EPISODES = 60_000
 
 
 def grounded_think_mode(args: Args) -> bool | str:
-    """``build_corpus``'s ``grounded_think`` from the three flags that shape it."""
+    """``build_corpus``'s ``grounded_think`` from the flags that shape it."""
     if args.grounded_think and args.presence_think:
         return "scene_presence" if args.scene_presence else "presence"
     return "options" if args.grounded_think and args.option_think else args.grounded_think
