@@ -1007,6 +1007,9 @@ def test_scene_presence_chain_checks_each_named_candidate_in_its_scene():
         assert last.endswith(" scene, yes") and (last.startswith(f"{answer}.") or last.startswith(f"{answer} "))
         rivals += s.meta["rivals"] > 0 and ", no" in think
     assert rivals > 30  # rivals the chain passes over by their scene
+    for i in range(40):  # one scene a response: an object's scene is its response's
+        responses = scene_presence_probe(np.random.default_rng(i), scenes_per_response=1).messages[2]["content"]
+        assert all(r.count(" scene (") == 1 for r in responses.split("</tool_response>")[:-1])
 
 
 def test_scene_presence_flag_shapes_the_answers_after_tool_turns_and_the_probes():

@@ -409,10 +409,12 @@ def scenes_response(rng: np.random.Generator, a: float, parts) -> str:
             f"Objects: {'; '.join(objects) or 'none'}.\n</tool_response>\n")
 
 
-def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
+def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12, scenes_per_response: int = 2) -> Sample:
     """A text-only drill of :func:`scene_presence_line` in a reading drill's shape: 1-3 responses of 1-2 scenes
     each, the answer in the question's scene and 0-2 rivals (other options, or other colours of the asked
-    shape) in other scenes, the rest fillers that are neither; at most ``max_objects`` objects in all."""
+    shape) in other scenes, the rest fillers that are neither; at most ``max_objects`` objects in all.
+    ``scenes_per_response=1``: every scene in a response of its own (2-4 responses), so an object's scene is its
+    response's, with no times to compare."""
     objs = [(c, sh) for c in COLOURS for sh in SHAPES]
     mcq = bool(rng.random() < 0.5)
     n_scenes = int(rng.integers(2, 5))
@@ -444,10 +446,10 @@ def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sam
         rng.shuffle(items)
     cuts = sorted(rng.choice(np.arange(1, n_scenes), int(rng.integers(0, min(2, n_scenes - 1) + 1)), replace=False))
     groups = [list(range(lo, hi)) for lo, hi in zip([0, *cuts], [*cuts, n_scenes])]
-    while any(len(g) > 2 for g in groups):  # at most two scenes a response
-        g = next(g for g in groups if len(g) > 2)
+    while any(len(g) > scenes_per_response for g in groups):
+        g = next(g for g in groups if len(g) > scenes_per_response)
         i = groups.index(g)
-        groups[i:i + 1] = [g[:2], g[2:]]
+        groups[i:i + 1] = [g[:scenes_per_response], g[scenes_per_response:]]
     if mcq:
         question = Question("probe", "needle", f"Which of these objects appears during the {names[home]} scene?",
                             LETTERS[options.index(target)], "mcq", tuple(f"{c} {sh}" for c, sh in options))

@@ -16,7 +16,8 @@ accuracy on held-out probes as it trains, then saves the model for copy_diagnosi
 
 multi: probe_multi, the lookup with several objects per response and no grounded think line.
 scene: agents.lmm.corpus.scene_presence_probe, the presence chain that also names each named candidate's scene, on
-responses of 1-2 scenes with rivals (other options, other colours of the asked shape) in the scenes not asked about.
+responses of 1-2 scenes with rivals (other options, other colours of the asked shape) in the scenes not asked about;
+scene1: the same with one scene a response (an object's scene is its response's).
 Several runs side by side on one GPU, saved at every evaluation (gpu_lookup.sh), e.g. a curriculum that
 moves on once a stage is learned, through the written-out text forward (1.8x the stock one on a GPU):
     bash benchmarks/results/reading_experiments/gpu_lookup.sh $OUT/runs 8 \
@@ -133,8 +134,8 @@ def probe_multi(rng: np.random.Generator, max_objects: int = 12, think: str = "f
 def maker(form: str, think: str = "fixed", max_objects: int = 12):
     """The probe generator of a form: single (probe), multi (probe_multi with ``think``), or scene
     (agents.lmm.corpus.scene_presence_probe: the presence chain that checks each named candidate's scene)."""
-    if form == "scene":
-        return partial(scene_presence_probe, max_objects=max_objects)
+    if form in ("scene", "scene1"):
+        return partial(scene_presence_probe, max_objects=max_objects, scenes_per_response=2 if form == "scene" else 1)
     return partial(probe_multi, max_objects=max_objects, think=think) if form == "multi" else probe
 
 
@@ -283,7 +284,7 @@ def main(argv=None):
     p.add_argument("out", help="where the trained model is saved")
     p.add_argument("minutes", nargs="?", type=float, default=15.0, help="training time")
     p.add_argument("seed", nargs="?", type=int, default=0, help="draws the training probes")
-    p.add_argument("form", nargs="?", default="single", choices=("single", "multi", "scene"))
+    p.add_argument("form", nargs="?", default="single", choices=("single", "multi", "scene", "scene1"))
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=5e-4)

@@ -4,7 +4,8 @@ accuracy with and without rivals, and how often the think line is the scene chai
 trained on them (lookup_probe.py's scene form) with one that knows only the plain presence chain, which stops at
 the first candidate named in any scene.
 
-    PYTHONPATH=. python benchmarks/results/reading_experiments/scene_probe_eval.py CHECKPOINT [PROBES [MAX_OBJECTS]]
+    PYTHONPATH=. python benchmarks/results/reading_experiments/scene_probe_eval.py CHECKPOINT [PROBES [MAX_OBJECTS
+        [SCENES_PER_RESPONSE]]]
 """
 import re
 import sys
@@ -17,8 +18,9 @@ from agents.lmm.policy import TransformersPolicy
 ck = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 max_objects = int(sys.argv[3]) if len(sys.argv) > 3 else 12
+per_response = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 pol = TransformersPolicy(ck)
-probes = [scene_presence_probe(np.random.default_rng(10_000 + i), max_objects) for i in range(n)]
+probes = [scene_presence_probe(np.random.default_rng(10_000 + i), max_objects, per_response) for i in range(n)]
 rows = []
 for lo in range(0, n, 50):
     batch = probes[lo:lo + 50]
@@ -30,7 +32,7 @@ for lo in range(0, n, 50):
         answer = re.search(r"<answer>(.*?)</answer>", want).group(1)
         rows.append(dict(rivals=p.meta["rivals"] > 0, mcq=p.meta["mcq"], right=bool(got and got.group(1) == answer),
                          chain=out.text.split("</think>")[0] == want.split("</think>")[0]))
-print(f"{ck}: {n} probes of at most {max_objects} objects")
+print(f"{ck}: {n} probes of at most {max_objects} objects, at most {per_response} scenes a response")
 for name, keep in (("all", lambda r: True), ("no rival", lambda r: not r["rivals"]), ("rivals", lambda r: r["rivals"]),
                    ("letter", lambda r: r["mcq"]), ("colour", lambda r: not r["mcq"])):
     rs = [r for r in rows if keep(r)]
