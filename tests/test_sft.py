@@ -968,7 +968,7 @@ def test_scene_presence_chain_checks_each_named_candidate_in_its_scene():
     text probes of it always end at their answer and carry rivals in other scenes."""
     import re
 
-    from agents.lmm.corpus import object_scenes, scene_presence_line, scene_presence_probe
+    from agents.lmm.corpus import caption_needles, object_scenes, scene_presence_line, scene_presence_probe
     from paravt_env.questions import Question
 
     def q(family, text, answer, options=None):
@@ -991,10 +991,9 @@ def test_scene_presence_chain_checks_each_named_candidate_in_its_scene():
         source = env.unwrapped.dataset[index].source
         stamps = np.linspace(0.5, min(200.0, source.duration) - 0.5, 16)
         caption = source.caption(stamps)
-        for obj, scenes in object_scenes(caption).items():
-            times = [float(t) for c, sh, _, t, _ in re.findall(r"\b(\w+) (\w+) at ([a-z-]+) \(([\d.]+)(?:-([\d.]+))? s\)",
-                                                                 caption) if f"{c} {sh}" == obj]
-            assert scenes[0] == source.video.scene_at(times[0]).name
+        scenes = object_scenes(caption)
+        for (colour, shape, _), (first, _) in caption_needles(caption).items():
+            assert source.video.scene_at(first).name in scenes[f"{colour} {shape}"]
             checked += 1
     env.close()
     assert checked > 20

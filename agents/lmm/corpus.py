@@ -353,6 +353,19 @@ def probe_conversation(q: str, t0: float, responses: list[str], think: str, answ
     return Sample("tool", "paravt", messages, dict(mcq=mcq, **(meta or {})), targets="last")
 
 
+def probe_question(target: tuple[str, str], scene: str, options=None) -> tuple[Question, str]:
+    """A text probe's question about (colour, shape) ``target`` during ``scene``, and the text the probe asks it
+    in: multiple choice when ``options`` ((colour, shape) pairs, the target among them) are given, else its colour."""
+    if options is not None:
+        names = tuple(f"{c} {sh}" for c, sh in options)
+        question = Question("probe", "needle", f"Which of these objects appears during the {scene} scene?",
+                            LETTERS[options.index(target)], "mcq", names)
+        return question, question.text + "\nOptions:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(names))
+    question = Question("probe", "needle_attribute", f"What colour is the large {target[1]} that appears during "
+                        f"the {scene} scene? Answer with one word.", target[0], "open")
+    return question, question.text
+
+
 def presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
     """A text-only drill of the presence check (``trainers/sft.py --stage1-presence``) in a reading drill's shape:
     a needle or needle_attribute question about random objects and scenes, 1-3 tool responses in the env's wording
@@ -374,17 +387,11 @@ def presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
     scenes = [str(x) for x in rng.choice(SCENE_NAMES, len(sizes), replace=False)]
     bounds = np.cumsum(sizes)[:-1]
     where = int(np.searchsorted(bounds, seen.index(target), side="right"))
+    options = None
     if mcq:
         options = [others[i] for i in pick[int(sizes.sum()) - 1:]] + [target]
         options = [options[i] for i in rng.permutation(4)]
-        names = tuple(f"{c} {sh}" for c, sh in options)
-        question = Question("probe", "needle", f"Which of these objects appears during the {scenes[where]} scene?",
-                            LETTERS[options.index(target)], "mcq", names)
-        text = question.text + "\nOptions:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(names))
-    else:
-        question = Question("probe", "needle_attribute", f"What colour is the large {target[1]} that appears during "
-                            f"the {scenes[where]} scene? Answer with one word.", target[0], "open")
-        text = question.text
+    question, text = probe_question(target, scenes[where], options)
     t0 = float(rng.uniform(0, 600))
     responses = [probe_response(rng, t0 + 60 * j, t0 + 60 * j + 50, scenes[j], part, first=3, spacing=11)
                  for j, part in enumerate(np.split(np.array(seen, dtype=object), bounds))]
@@ -450,14 +457,7 @@ def scene_presence_probe(rng: np.random.Generator, max_objects: int = 12, scenes
         g = next(g for g in groups if len(g) > scenes_per_response)
         i = groups.index(g)
         groups[i:i + 1] = [g[:scenes_per_response], g[scenes_per_response:]]
-    if mcq:
-        question = Question("probe", "needle", f"Which of these objects appears during the {names[home]} scene?",
-                            LETTERS[options.index(target)], "mcq", tuple(f"{c} {sh}" for c, sh in options))
-        text = question.text + "\nOptions:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(question.options))
-    else:
-        question = Question("probe", "needle_attribute", f"What colour is the large {target[1]} that appears during "
-                            f"the {names[home]} scene? Answer with one word.", target[0], "open")
-        text = question.text
+    question, text = probe_question(target, names[home], options if mcq else None)
     t0 = float(rng.uniform(0, 600))
     responses = [scenes_response(rng, t0 + 60 * j, [(names[k], placed[k]) for k in g]) for j, g in enumerate(groups)]
     think = scene_presence_line(question, "".join(responses))
