@@ -1081,7 +1081,10 @@ def main_for(args_cls, argv=None, description: str = "") -> list[dict]:
 
     args = parse_args(args_cls, argv, description)
     try:
-        return train(args).history
+        history = train(args).history
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()  # no process tears the group down while another still writes or talks
+        return history
     except (RunStateError, DatasetError, VideoError) as exc:  # one line naming the file and problem, no traceback
         raise SystemExit(f"error: {exc}") from None
     finally:

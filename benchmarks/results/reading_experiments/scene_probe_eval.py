@@ -5,7 +5,7 @@ trained on them (lookup_probe.py's scene form) with one that knows only the plai
 the first candidate named in any scene.
 
     PYTHONPATH=. python benchmarks/results/reading_experiments/scene_probe_eval.py CHECKPOINT [PROBES [MAX_OBJECTS
-        [SCENES_PER_RESPONSE]]]
+        [SCENES_PER_RESPONSE [DEVICE]]]]
 """
 import re
 import sys
@@ -19,7 +19,7 @@ ck = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 max_objects = int(sys.argv[3]) if len(sys.argv) > 3 else 12
 per_response = int(sys.argv[4]) if len(sys.argv) > 4 else 2
-pol = TransformersPolicy(ck)
+pol = TransformersPolicy(ck, device=sys.argv[5] if len(sys.argv) > 5 else "cpu")
 probes = [scene_presence_probe(np.random.default_rng(10_000 + i), max_objects, per_response) for i in range(n)]
 rows = []
 for lo in range(0, n, 50):
