@@ -54,14 +54,19 @@ def resolve(path: str) -> str:
 
 def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: int = 80, tool_episodes: int = 120,
             env_default_crops: int = 128, device: str = "cpu", batch_size: int = 64, seed: int = 0,
-            log=print) -> dict:
-    """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family)."""
+            world_seed: int | None = None, log=print) -> dict:
+    """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family).
+    ``world_seed``: draw every video and question from this seed of the synthetic world instead of the one the
+    checkpoint was trained on (its validation split is unseen either way; another seed is a wholly new draw)."""
     ckpt = resolve(checkpoint)
     policy = TransformersPolicy(ckpt, device=device)
     wc, budgets = world_config_of(ckpt), training_budgets(ckpt)
+    if world_seed is not None:
+        wc = replace(wc, world_seed=world_seed)
     sub = Subagent(policy, frame_size=None, max_new_tokens=128, batch_size=batch_size)
     res: dict = {"checkpoint": ckpt, "frame_size": list(wc.frame_size), "crop_max_frames": wc.crop_max_frames,
-                 "budgets": list(budgets), "device": device, "seed": seed, "details": {}}
+                 "budgets": list(budgets), "device": device, "seed": seed, "world_seed": wc.world_seed,
+                 "details": {}}
     t = time.time()
     if frames:
         r, preds = caption_eval(sub, caption_items(frames, "frame", wc, seed=seed))
@@ -168,7 +173,8 @@ def markdown(results: dict) -> str:
         rows += [(f"... {f}", x["accuracy"], x["accuracy_ci"], x["n"], "") for f, x in r["by_family"].items()]
     took = f" Measured on {results['device']} in {results['seconds']:.0f} s." if "seconds" in results else ""
     lines = [f"Perception of `{results['checkpoint']}` (validation split, greedy; frames {results['frame_size'][0]} px, "
-             f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}).{took}", "",
+             f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}, "
+             f"world seed {results.get('world_seed', 0)}).{took}", "",
              "| measure | value | 95% interval | n | target |", "|---|---|---|---|---|"]
     lines += [f"| {name} | {v:.3f} | {_ci(ci)} | {n} | {tgt} |" for name, v, ci, n, tgt in rows]
     return "\n".join(lines) + "\n"
@@ -187,10 +193,13 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64, help="sequences generated together")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws: captions, and which block of "
                    "episodes the direct-answer and tool measures use (seeds share none)")
+    p.add_argument("--world-seed", type=int, default=None, help="draw the videos and questions from this seed of "
+                   "the synthetic world (default: the checkpoint's own, whose validation split it never trained on)")
     a = p.parse_args(argv)
     t = time.time()
     res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,
-                  env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed)
+                  env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed,
+                  world_seed=a.world_seed)
     res["seconds"] = time.time() - t
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -212,3 +212,22 @@ def test_benchmark_script_writes_every_key(tmp_path):
         assert key in res and isinstance(res[key], float)
     assert res["details"]["frames"]["n"] == 4 and res["details"]["tool_gain_k4"]["n"] == 2
     assert "| single-frame object F1 |" in out.with_suffix(".md").read_text()
+
+
+def test_world_seed_draws_new_videos_for_every_measure():
+    """--world-seed: the shipped model measured on videos of another seed of the world (a wholly new draw)."""
+    import importlib.util
+
+    from agents.lmm.default import shipped_checkpoint
+    ck = shipped_checkpoint("strong")
+    if ck is None:
+        pytest.skip("no shipped checkpoint")
+    spec = importlib.util.spec_from_file_location("perception_bench", ROOT / "benchmarks" / "perception.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    runs = {ws: bench.measure(str(ck), frames=3, crops=0, env_default_crops=0, visible=0, tool_episodes=0,
+                              world_seed=ws, log=lambda *_: None) for ws in (None, 5)}
+    assert runs[None]["world_seed"] == 0 and runs[5]["world_seed"] == 5
+    said = {ws: r["details"]["frames"]["examples"] for ws, r in runs.items()}  # its captions of other frames
+    assert len(said[5]) == 3 and said[None] != said[5]
+    assert "world seed 5" in bench.markdown(runs[5])
