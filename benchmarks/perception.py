@@ -54,15 +54,19 @@ def resolve(path: str) -> str:
 
 def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: int = 80, tool_episodes: int = 120,
             env_default_crops: int = 128, device: str = "cpu", batch_size: int = 64, seed: int = 0,
-            world_seed: int | None = None, log=print) -> dict:
+            world_seed: int | None = None, crop_max_frames: int | None = None, log=print) -> dict:
     """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family).
     ``world_seed``: draw every video and question from this seed of the synthetic world instead of the one the
-    checkpoint was trained on (its validation split is unseen either way; another seed is a wholly new draw)."""
+    checkpoint was trained on (its validation split is unseen either way; another seed is a wholly new draw).
+    ``crop_max_frames``: crops (the caption measures' and the tool calls') sample at most this many frames instead
+    of the checkpoint's own number: a build measured in another world's crop sampling."""
     ckpt = resolve(checkpoint)
     policy = TransformersPolicy(ckpt, device=device)
     wc, budgets = world_config_of(ckpt), training_budgets(ckpt)
     if world_seed is not None:
         wc = replace(wc, world_seed=world_seed)
+    if crop_max_frames is not None:
+        wc = replace(wc, crop_max_frames=crop_max_frames)
     sub = Subagent(policy, frame_size=None, max_new_tokens=128, batch_size=batch_size)
     res: dict = {"checkpoint": ckpt, "frame_size": list(wc.frame_size), "crop_max_frames": wc.crop_max_frames,
                  "budgets": list(budgets), "device": device, "seed": seed, "world_seed": wc.world_seed,
@@ -193,13 +197,15 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64, help="sequences generated together")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws: captions, and which block of "
                    "episodes the direct-answer and tool measures use (seeds share none)")
+    p.add_argument("--crop-max-frames", type=int, default=None, help="crops sample at most this many frames "
+                   "(default: the checkpoint's own crop sampling)")
     p.add_argument("--world-seed", type=int, default=None, help="draw the videos and questions from this seed of "
                    "the synthetic world (default: the checkpoint's own, whose validation split it never trained on)")
     a = p.parse_args(argv)
     t = time.time()
     res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,
                   env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed,
-                  world_seed=a.world_seed)
+                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames)
     res["seconds"] = time.time() - t
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)

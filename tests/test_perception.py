@@ -214,8 +214,9 @@ def test_benchmark_script_writes_every_key(tmp_path):
     assert "| single-frame object F1 |" in out.with_suffix(".md").read_text()
 
 
-def test_world_seed_draws_new_videos_for_every_measure():
-    """--world-seed: the shipped model measured on videos of another seed of the world (a wholly new draw)."""
+def test_world_seed_and_crop_sampling_overrides():
+    """--world-seed: the shipped model measured on videos of another seed of the world (a wholly new draw);
+    --crop-max-frames: in another crop sampling."""
     import importlib.util
 
     from agents.lmm.default import shipped_checkpoint
@@ -228,6 +229,10 @@ def test_world_seed_draws_new_videos_for_every_measure():
     runs = {ws: bench.measure(str(ck), frames=3, crops=0, env_default_crops=0, visible=0, tool_episodes=0,
                               world_seed=ws, log=lambda *_: None) for ws in (None, 5)}
     assert runs[None]["world_seed"] == 0 and runs[5]["world_seed"] == 5
+    assert runs[None]["crop_max_frames"] == 8
+    other = bench.measure(str(ck), frames=0, crops=2, env_default_crops=0, visible=0, tool_episodes=0,
+                          crop_max_frames=3, log=lambda *_: None)
+    assert other["crop_max_frames"] == 3 and other["details"]["crops"]["n"] == 2
     said = {ws: r["details"]["frames"]["examples"] for ws, r in runs.items()}  # its captions of other frames
     assert len(said[5]) == 3 and said[None] != said[5]
     assert "world seed 5" in bench.markdown(runs[5])
