@@ -17,6 +17,10 @@ Measured (``agents.lmm.perception`` defines every number; world settings = the c
 | ``details.tool_gain_k4.answer_in_crops`` | of the episodes with tools: the share whose crops (the model's own windows) show the answer object by the world's captions, and the accuracy when they do and when they do not: choosing windows apart from reading |
 | ``reading_accuracy`` | the same episodes, the first turn given (the oracle agent's calls on the evidence windows) and the crops summarised truthfully (the world's captions): accuracy answering from those tool responses, tools forbidden |
 
+The sub-agent is ``agents.lmm.Subagent`` as the env gets it: it looks at a crop in passes of at most 4
+frames and merges their captions (``--frames-per-pass 0``: one pass over each whole crop, the paper's
+sub-agent; every result recorded before 2026-12-04's third session was measured in one pass).
+
 "Tools forbidden": the tool-call tags are suppressed and a turn that has not answered by its
 ``</think>`` is continued from ``</think>\n<answer>``, so it always answers (a bare ban would
 derail a model trained to call at small K into answering nothing, inflating the gain).
@@ -54,12 +58,14 @@ def resolve(path: str) -> str:
 
 def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: int = 80, tool_episodes: int = 120,
             env_default_crops: int = 128, device: str = "cpu", batch_size: int = 64, seed: int = 0,
-            world_seed: int | None = None, crop_max_frames: int | None = None, log=print) -> dict:
+            world_seed: int | None = None, crop_max_frames: int | None = None, frames_per_pass: int | None = 4,
+            log=print) -> dict:
     """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family).
     ``world_seed``: draw every video and question from this seed of the synthetic world instead of the one the
     checkpoint was trained on (its validation split is unseen either way; another seed is a wholly new draw).
     ``crop_max_frames``: crops (the caption measures' and the tool calls') sample at most this many frames instead
-    of the checkpoint's own number: a build measured in another world's crop sampling."""
+    of the checkpoint's own number: a build measured in another world's crop sampling.
+    ``frames_per_pass``: the sub-agent's (``agents.lmm.Subagent``); None: one pass over each whole crop."""
     ckpt = resolve(checkpoint)
     policy = TransformersPolicy(ckpt, device=device)
     wc, budgets = world_config_of(ckpt), training_budgets(ckpt)
@@ -67,9 +73,10 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
         wc = replace(wc, world_seed=world_seed)
     if crop_max_frames is not None:
         wc = replace(wc, crop_max_frames=crop_max_frames)
-    sub = Subagent(policy, frame_size=None, max_new_tokens=128, batch_size=batch_size)
+    sub = Subagent(policy, frame_size=None, max_new_tokens=128, batch_size=batch_size, frames_per_pass=frames_per_pass)
     res: dict = {"checkpoint": ckpt, "frame_size": list(wc.frame_size), "crop_max_frames": wc.crop_max_frames,
                  "budgets": list(budgets), "device": device, "seed": seed, "world_seed": wc.world_seed,
+                 "subagent_frames_per_pass": frames_per_pass,
                  "details": {}}
     t = time.time()
     if frames:
@@ -130,7 +137,8 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
 
 def replace_sub(sub: Subagent, size) -> Subagent:
     """The same sub-agent, fitting frames to ``size`` (as ``Subagent(policy)`` does for its checkpoint)."""
-    return Subagent(sub.policy, max_new_tokens=sub.max_new_tokens, frame_size=size, batch_size=sub.batch_size)
+    return Subagent(sub.policy, max_new_tokens=sub.max_new_tokens, frame_size=size, batch_size=sub.batch_size,
+                    frames_per_pass=sub.frames_per_pass)
 
 
 def _ci(x) -> str:
@@ -178,7 +186,8 @@ def markdown(results: dict) -> str:
     took = f" Measured on {results['device']} in {results['seconds']:.0f} s." if "seconds" in results else ""
     lines = [f"Perception of `{results['checkpoint']}` (validation split, greedy; frames {results['frame_size'][0]} px, "
              f"crops of up to {results['crop_max_frames']} frames, K in {tuple(results['budgets'])}, "
-             f"world seed {results.get('world_seed', 0)}).{took}", "",
+             f"world seed {results.get('world_seed', 0)}, sub-agent passes of "
+             f"{results.get('subagent_frames_per_pass') or 'all the'} frames).{took}", "",
              "| measure | value | 95% interval | n | target |", "|---|---|---|---|---|"]
     lines += [f"| {name} | {v:.3f} | {_ci(ci)} | {n} | {tgt} |" for name, v, ci, n, tgt in rows]
     return "\n".join(lines) + "\n"
@@ -197,6 +206,8 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64, help="sequences generated together")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws: captions, and which block of "
                    "episodes the direct-answer and tool measures use (seeds share none)")
+    p.add_argument("--frames-per-pass", type=int, default=4, help="the sub-agent looks at a crop in parts of at most "
+                   "this many frames and merges their captions (default 4); 0: one pass over the whole crop")
     p.add_argument("--crop-max-frames", type=int, default=None, help="crops sample at most this many frames "
                    "(default: the checkpoint's own crop sampling)")
     p.add_argument("--world-seed", type=int, default=None, help="draw the videos and questions from this seed of "
@@ -205,7 +216,7 @@ def main(argv=None):
     t = time.time()
     res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,
                   env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed,
-                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames)
+                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames, frames_per_pass=a.frames_per_pass or None)
     res["seconds"] = time.time() - t
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ Why the layout looks like this:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -67,6 +68,7 @@ DISTRACTOR_SCALE = 0.14
 DISTRACTOR_BUCKET = 15.0  # seconds
 DISTRACTOR_PROBABILITY = 0.5
 MAX_EVENT_SECONDS = 10.0
+MAX_DISTRACTOR_SECONDS = 4.0
 DEFAULT_DURATION_RANGE = (600.0, 1200.0)  # seconds: see README "Tool necessity"
 MAX_RENDER_PIXELS = 1024 * 1024  # per frame; protects against absurd sizes
 
@@ -266,7 +268,7 @@ class SyntheticVideo:
         base = _splitmix64(buckets * np.uint64(8) + np.uint64(self._hash_key))
         present, u_len, u_off, u_shape, u_y, u_x = (_unit_floats(_splitmix64(base + np.uint64(j)))
                                                      for j in range(6))
-        length = 1.0 + 3.0 * u_len
+        length = 1.0 + (MAX_DISTRACTOR_SECONDS - 1.0) * u_len
         starts = np.round(buckets.astype(np.float64) * DISTRACTOR_BUCKET + u_off * (DISTRACTOR_BUCKET - length), 2)
         ends = np.round(np.minimum(starts + length, self.duration), 2)
         keep = (present < DISTRACTOR_PROBABILITY) & (starts < self.duration) & (ends > start) & (starts < end)
@@ -347,34 +349,110 @@ class SyntheticVideo:
         t = np.asarray(timestamps, dtype=np.float64).reshape(-1)
         if len(t) == 0:
             return "No frames."
-        parts = []
+        scenes = []
         scene_idx = self.scene_indices(t)
         for k in dict.fromkeys(scene_idx.tolist()):
             seen = t[scene_idx == k]
-            parts.append(f"{self.scenes[k].name} scene ({_span(seen)})")
-        text = "Scenes: " + "; ".join(parts) + "."
+            scenes.append(CaptionEntry(f"{self.scenes[k].name} scene", float(seen[0]), float(seen[-1])))
         objects = []
         lo, hi = float(t.min()), float(t.max()) + 1e-9
         for e in self.events_between(lo, hi):
             seen = t[e.visible_at(t)]
             if len(seen):
-                objects.append((float(seen[0]), f"{e.colour} {e.shape} at {e.position} ({_span(seen)})"))
+                objects.append(CaptionEntry(f"{e.colour} {e.shape} at {e.position}", float(seen[0]), float(seen[-1])))
         for d in self.distractors_between(lo, hi, np.sort(t)):
             seen = t[(t >= d.start) & (t < d.end)]
             if len(seen):
-                objects.append((float(seen[0]), f"small {DISTRACTOR_COLOUR_NAME} {d.shape} ({_span(seen)})"))
-        objects.sort()
-        text += " Objects: " + ("; ".join(o for _, o in objects) if objects else "none") + "."
-        return text
+                what = f"small {DISTRACTOR_COLOUR_NAME} {d.shape}"
+                objects.append(CaptionEntry(what, float(seen[0]), float(seen[-1])))
+        return render_caption(scenes, objects)
 
     @cached_property
     def longest_scene(self) -> Scene:
         return max(self.scenes, key=lambda s: s.end - s.start)
 
 
-def _span(seen: np.ndarray) -> str:
-    a, b = float(seen[0]), float(seen[-1])
-    return f"{a:.1f} s" if a == b else f"{a:.1f}-{b:.1f} s"
+# ---------------------------------------------------------------------------------------------
+# the caption grammar: "Scenes: ocean scene (100.0-148.0 s); cave scene (154.0 s). Objects: red circle at
+# bottom-left (124.0 s); small grey star (130.0-133.0 s)."
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CaptionEntry:
+    """One thing a caption lists: a scene ("ocean scene") or an object ("red star at top", "small grey
+    circle"), with the first and last sampled time that shows it."""
+    what: str
+    first: float
+    last: float
+
+    def text(self) -> str:
+        span = f"{self.first:.1f} s" if self.first == self.last else f"{self.first:.1f}-{self.last:.1f} s"
+        return f"{self.what} ({span})"
+
+
+def render_caption(scenes: list[CaptionEntry], objects: list[CaptionEntry]) -> str:
+    """The caption of these entries; objects in order of first sighting (ties by their text)."""
+    objects = sorted(objects, key=lambda e: (e.first, e.text()))
+    text = "Scenes: " + "; ".join(e.text() for e in scenes) + "."
+    return text + " Objects: " + ("; ".join(e.text() for e in objects) if objects else "none") + "."
+
+
+_CAPTION = re.compile(r"Scenes: (.+?)\. Objects: (.+)\.", re.S)
+_CAPTION_ENTRY = re.compile(r"(.+?) \((\d+\.\d)(?:-(\d+\.\d))? s\)")
+MAX_CAPTION_CHARS = 20_000  # a caption of 16 frames is a few hundred characters
+
+
+def parse_caption(text: str) -> tuple[list[CaptionEntry], list[CaptionEntry]] | None:
+    """(scenes, objects) of a caption written in the world's grammar; None for any other text."""
+    m = _CAPTION.fullmatch(text.strip()) if isinstance(text, str) and len(text) <= MAX_CAPTION_CHARS else None
+    if m is None:
+        return None
+    out: list[list[CaptionEntry]] = []
+    for body in m.groups():
+        entries = []
+        for part in ([] if body == "none" and out else body.split("; ")):
+            e = _CAPTION_ENTRY.fullmatch(part)
+            if e is None:
+                return None
+            entries.append(CaptionEntry(e[1], float(e[2]), float(e[3] or e[2])))
+        out.append(entries)
+    return out[0], out[1]
+
+
+def _longest_sighting(what: str) -> float:
+    """How long the thing a caption entry names can stay on screen."""
+    if what.endswith(" scene"):
+        return math.inf
+    return MAX_DISTRACTOR_SECONDS if what.startswith("small ") else MAX_EVENT_SECONDS
+
+
+def merge_captions(parts: list[str], timestamps: list) -> str | None:
+    """The caption of consecutive crops taken together, from each crop's own caption: ``parts[i]``
+    describes frames at ``timestamps[i]``, parts in time order. Where every part is the world's caption
+    of its frames, the result is the world's caption of all the frames. A thing seen up to one part's
+    last frame and again from the next part's first frame is one sighting; any other repeat of a name
+    stays a separate entry, as the world lists two scenes or needles that share a name, and so does a
+    joined sighting longer than such a thing lasts (two grey distractors of one shape in adjacent frames).
+    None when a part is not in the caption grammar."""
+    scenes: list[CaptionEntry] = []
+    objects: list[CaptionEntry] = []
+    previous_last = None
+    for text, ts in zip(parts, timestamps, strict=True):
+        parsed = parse_caption(text)
+        ts = np.asarray(ts, dtype=np.float64).reshape(-1)
+        if parsed is None or len(ts) == 0:
+            return None
+        first = f"{ts[0]:.1f}"  # times compared as the captions print them
+        for merged, new in ((scenes, parsed[0]), (objects, parsed[1])):
+            for e in new:
+                j = next((j for j, m in enumerate(merged) if previous_last is not None and m.what == e.what
+                          and f"{m.last:.1f}" == previous_last and f"{e.first:.1f}" == first
+                          and e.last - m.first <= _longest_sighting(e.what) + 0.1), None)
+                if j is None:
+                    merged.append(e)
+                else:
+                    merged[j] = CaptionEntry(e.what, merged[j].first, e.last)
+        previous_last = f"{ts[-1]:.1f}"
+    return render_caption(scenes, objects)
 
 
 def uniform_timestamps(start: float, end: float, n: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from agents.lmm import Subagent, TransformersPolicy
 from agents.lmm.corpus import WorldConfig, caption_sample
 from agents.lmm.default import checkpoint_info, shipped_checkpoint
 from agents.lmm.subagent import clean_summary, crop_window, fit_frames, subagent_messages
+from paravt_env.world import merge_captions
 from agents.lmm.tiny_qwen import build_image_processor
 from paravt_env.sources import Frames, SyntheticDataset
 
@@ -89,10 +90,18 @@ def test_batch_equals_single_calls_and_run_returns_training_sequences(policy):
     assert batched == [sub(f, q) for f, q in crops]
     res = sub.run(crops)
     assert [r.summary for r in res] == batched
-    for r in res:
-        gen = [t for t, m in zip(r.conversation.token_ids, r.conversation.generated_mask) if m]
-        assert gen == r.completion.token_ids and 0 < len(gen) <= 16
-        assert clean_summary(policy.tokenizer.decode(gen)) == r.summary
+    for r, (frames, _) in zip(res, crops):
+        parts = sub.passes(frames)
+        assert len(parts) == len(r.conversations) == len(r.completions) == 2   # 8 frames, passes of 4
+        said = []
+        for conv, comp in zip(r.conversations, r.completions):
+            gen = [t for t, m in zip(conv.token_ids, conv.generated_mask) if m]
+            assert gen == comp.token_ids and 0 < len(gen) <= 16
+            said.append(clean_summary(policy.tokenizer.decode(gen)))
+        merged = merge_captions(said, [p.timestamps for p in parts])
+        assert r.summary == (merged if merged is not None else " ".join(said))
+    one = Subagent(policy, max_new_tokens=16, frames_per_pass=None).run(crops)
+    assert all(len(r.conversations) == 1 for r in one)
     empty = Frames(np.zeros((0, 56, 56, 3), np.uint8), np.zeros(0))
     assert sub.batch([(empty, "q")]) == ["No frames."]
 
@@ -151,17 +160,52 @@ def test_the_trainer_sub_agent_is_the_env_subagent(policy):
     checked = 0
     for r in rs:
         crops, q = sent[id(r.env)], r.env.episode.question.prompt()
-        assert len(crops) == len(r.sub_convs) == r.info["num_tool_calls"]
-        for crop, conv in zip(crops, r.sub_convs):
-            mine = policy.start(ref.messages(crop.frames, q))
-            n = len(mine.token_ids)
-            assert conv.token_ids[:n] == mine.token_ids and not any(conv.generated_mask[:n])
-            assert all(conv.generated_mask[n:])
-            assert len(conv.pixel_values) == len(mine.pixel_values)
-            for a, b in zip(conv.pixel_values, mine.pixel_values):
-                torch.testing.assert_close(a, b, atol=0, rtol=0)
-            summary = clean_summary(policy.tokenizer.decode(conv.token_ids[n:]))
-            assert summary == ref(crop.frames, q)
+        assert len(crops) == r.info["num_tool_calls"]
+        convs = iter(r.sub_convs)
+        for crop in crops:
+            parts = ref.passes(crop.frames)
+            said = []
+            for part in parts:  # one trained conversation per pass, in time order
+                conv, mine = next(convs), policy.start(ref.messages(part, q))
+                n = len(mine.token_ids)
+                assert conv.token_ids[:n] == mine.token_ids and not any(conv.generated_mask[:n])
+                assert all(conv.generated_mask[n:])
+                assert len(conv.pixel_values) == len(mine.pixel_values)
+                for a, b in zip(conv.pixel_values, mine.pixel_values):
+                    torch.testing.assert_close(a, b, atol=0, rtol=0)
+                said.append(clean_summary(policy.tokenizer.decode(conv.token_ids[n:])))
+            summary = ref(crop.frames, q)
+            merged = merge_captions(said, [p.timestamps for p in parts]) if len(said) > 1 else said[0]
+            assert summary == (merged if merged is not None else " ".join(said))
             assert summary in policy.tokenizer.decode(r.conv.token_ids)   # what the main agent read
             checked += 1
+        assert next(convs, None) is None
     assert checked >= 2
+
+
+def test_passes_split_a_crop_into_consecutive_runs_of_frames():
+    frames = Frames(np.zeros((10, 8, 8, 3), np.uint8), np.arange(10, dtype=float) + 100.5)
+    for per, sizes in ((4, [3, 4, 3]), (5, [5, 5]), (16, [10]), (1, [1] * 10), (None, [10])):
+        parts = Subagent(None, frame_size=None, frames_per_pass=per).passes(frames)
+        assert [len(p.timestamps) for p in parts] == sizes
+        np.testing.assert_array_equal(np.concatenate([p.timestamps for p in parts]), frames.timestamps)
+    for bad in (0, -1, 2.5, True, "4"):
+        with pytest.raises((ValueError, TypeError)):
+            Subagent(None, frames_per_pass=bad)
+
+
+def test_passes_caption_long_crops_better_than_one_pass(policy):
+    """The reason passes are the default: default-env crops (16 frames, 64 px) captioned by the shipped model in
+    passes of 4 frames name the world's objects, with their times, far more often than in one pass (0.958 against
+    0.863 object F1 on 200 held-out crops; here 48)."""
+    from dataclasses import replace as dc_replace
+
+    from agents.lmm.corpus import CaptionConfig
+    from agents.lmm.perception import caption_items, score_captions
+    items = caption_items(48, "caption", dc_replace(WorldConfig(), frame_size=(64, 64)), seed=1,
+                          cc=CaptionConfig(max_frames=(16,), aug_p=0.0, per_episode=1))
+    f1 = {}
+    for per in (None, 4):
+        preds = Subagent(policy, frames_per_pass=per).batch([(it.frames, it.question) for it in items])
+        f1[per] = score_captions(preds, items)["object_f1"]
+    assert f1[4] > f1[None] + 0.03 and f1[4] > 0.9, f1

@@ -648,3 +648,38 @@ def test_text_only_benchmark_runs_and_writes_its_tables(tmp_path):
                    for a in r["agents"].values())
     md = (tmp_path / "text_only.md").read_text()
     assert md.startswith("| text-only agent |") and "| **chance** (mean 1/#options) |" in md
+
+
+def test_merged_part_captions_are_the_caption_of_all_frames():
+    """merge_captions: the world's captions of consecutive parts of a crop give, merged, the world's caption of
+    the whole crop: sightings joined across a cut, separate things of one name kept apart."""
+    from paravt_env.world import merge_captions, parse_caption, render_caption
+
+    rng = np.random.default_rng(0)
+    joined = 0
+    for i in range(120):
+        v = SyntheticVideo(5, i)
+        for _ in range(5):
+            lo = rng.uniform(0, v.duration - 40)
+            t = uniform_timestamps(lo, min(v.duration, lo + rng.uniform(2, 400)), int(rng.integers(1, 17)))
+            per = int(rng.integers(1, 6))
+            cuts = np.linspace(0, len(t), -(-len(t) // per) + 1).round().astype(int)
+            parts = [t[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+            whole = v.caption(t)
+            said = [v.caption(p) for p in parts]
+            assert merge_captions(said, parts) == whole
+            assert render_caption(*parse_caption(whole)) == whole
+            joined += len(parts) > 1 and sum(len(parse_caption(s)[0]) for s in said) > len(parse_caption(whole)[0])
+    assert joined > 50   # many crops had a scene seen on both sides of a cut
+    # two grey crosses in adjacent frames are two distractors when no one distractor lasts that long
+    a, b = "Scenes: city scene (350.0 s). Objects: small grey cross (350.0 s).", \
+        "Scenes: city scene (356.0 s). Objects: small grey cross (356.0 s)."
+    merged = merge_captions([a, b], [[350.0], [356.0]])
+    assert merged.endswith("small grey cross (350.0 s); small grey cross (356.0 s).")
+    assert "city scene (350.0-356.0 s)" in merged
+    # anything outside the grammar: no merge
+    assert merge_captions([a, "Scenes: city scene"], [[350.0], [356.0]]) is None
+    assert merge_captions([a, b], [[350.0], []]) is None
+    for bad in ("", "No frames.", "Scenes: . Objects: none.", "Scenes: x (1.0 s). Objects: y (2 s).", "x" * 30_000,
+                None):
+        assert parse_caption(bad) is None

@@ -120,6 +120,9 @@ class GRPOArgs:
     top_p: float = arg(1.0, "nucleus sampling")
     max_new_tokens: int = arg(64, "new tokens per main-agent turn (paper: 2048)")
     subagent_max_new_tokens: int = arg(32, "new tokens per sub-agent answer (paper cuts tool responses at 512)")
+    subagent_frames_per_pass: int = arg(4, "the policy's sub-agent looks at a crop in parts of at most this many "
+                                           "frames and merges their captions (agents.lmm.Subagent); 0: one pass "
+                                           "over the whole crop, as the paper's sub-agent")
     # data and environment
     source: str = arg("", "JSONL / parquet question file to train on (see the README's question-file format, "
                           "release rows too); default: the synthetic world's train split")
@@ -269,6 +272,8 @@ def validate_args(args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
     if args.eval_samples < 0:
         raise ValueError("--eval-samples must be >= 0")
+    if args.subagent_frames_per_pass < 0:
+        raise ValueError("--subagent-frames-per-pass must be >= 0 (0: one pass over the whole crop)")
     if not args.learning_rate >= 0:
         raise ValueError("--learning-rate must be >= 0 (0 measures the starting policy without updating it)")
     if args.temperature <= 0:
@@ -633,7 +638,9 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
         idx = mine[start:start + len(env_pool)]
         rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
                               temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                              sub_max_new_tokens=args.subagent_max_new_tokens, think_prefix=args.think_prefix,
+                              sub_max_new_tokens=args.subagent_max_new_tokens,
+                              sub_frames_per_pass=args.subagent_frames_per_pass or None,
+                              think_prefix=args.think_prefix,
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])
         rows += [episode_record(r) for r in rs]
@@ -942,6 +949,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature,
                                         top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                                         sub_max_new_tokens=args.subagent_max_new_tokens,
+                                        sub_frames_per_pass=args.subagent_frames_per_pass or None,
                                         think_prefix=args.think_prefix,
                                         gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
         model.train()

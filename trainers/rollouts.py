@@ -46,7 +46,8 @@ def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwa
         frame_budget=args.frame_budget, nframes_gating=args.nframes_gating,
         gating_budgets=tuple(int(k) for k in str(args.gating_budgets).split(",") if k.strip()), dispatch=args.dispatch,
         max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
-        subagent=(Subagent(policy, max_new_tokens=args.subagent_max_new_tokens)
+        subagent=(Subagent(policy, max_new_tokens=args.subagent_max_new_tokens,
+                           frames_per_pass=args.subagent_frames_per_pass or None)
                   if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
@@ -59,7 +60,7 @@ class Rollout:
     env: Any
     group: int                    # index of its prompt in the step
     conv: Any = None              # main-agent Conversation
-    sub_convs: list = field(default_factory=list)  # one finished Conversation per sub-agent call
+    sub_convs: list = field(default_factory=list)  # one finished Conversation per sub-agent pass (Subagent.passes)
     reward: float = 0.0
     info: dict = field(default_factory=dict)
     done: bool = False
@@ -87,7 +88,8 @@ class Timer:
 def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups: Sequence[int], *,
                      temperature: float, top_p: float, max_new_tokens: int, sub_max_new_tokens: int,
                      think_prefix: bool, gen_seed: int, timer: Timer | None = None,
-                     reset_options: Sequence[dict | None] | None = None) -> list[Rollout]:
+                     reset_options: Sequence[dict | None] | None = None,
+                     sub_frames_per_pass: int | None = 4) -> list[Rollout]:
     """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
     the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
     a turn form one more batch. Returns finished rollouts with the token-level conversations."""
@@ -103,7 +105,8 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
     temp = temperature if temperature > 0 else 0.0
     # the env's own sub-agent (``gym.make(..., subagent=Subagent(policy))``: same prompt, same
     # frames), batched: every crop of a turn, all rollouts together, in one generate call
-    sub = Subagent(policy, max_new_tokens=sub_max_new_tokens, batch_size=max(1, len(envs) * max(1, envs[0].max_calls)))
+    sub = Subagent(policy, max_new_tokens=sub_max_new_tokens, batch_size=max(1, len(envs) * max(1, envs[0].max_calls)),
+                   frames_per_pass=sub_frames_per_pass)
     # A turn ends at </answer>, end of turn, the token budget, or after as many closed calls as the
     # env executes per turn (parallel: max_calls_per_turn; sequential: 1). Never at the first call.
     max_calls = 1 if envs[0].dispatch == "sequential" else envs[0].max_calls
@@ -142,11 +145,10 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
                                    temperature=temp, top_p=top_p, seed=derive_seed(gen_seed, turn, 1))
                 for (r, res), s in zip(jobs, subs):
                     summaries[id(res)] = s.summary
-                    if s.conversation is not None:  # None: a crop without frames ("No frames.")
-                        r.sub_convs.append(s.conversation)
-                        n = sum(s.completion.generated_mask)
-                        r.gen_tokens += n
-                        r.sub_tokens += n
+                    r.sub_convs += s.conversations  # one per pass over the crop; none for a crop without frames
+                    n = sum(sum(c.generated_mask) for c in s.completions)
+                    r.gen_tokens += n
+                    r.sub_tokens += n
             with timer("env"):
                 for r, results in pending:
                     r.env.deliver(results, [summaries.get(id(res), "") for res in results])
