@@ -58,7 +58,7 @@ def resolve(path: str) -> str:
 
 def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: int = 80, tool_episodes: int = 120,
             env_default_crops: int = 128, device: str = "cpu", batch_size: int = 64, seed: int = 0,
-            world_seed: int | None = None, crop_max_frames: int | None = None, frames_per_pass: int | None = 4,
+            world_seed: int | None = None, crop_max_frames: int | None = None, frames_per_pass: int | str | None = "auto",
             log=print) -> dict:
     """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family).
     ``world_seed``: draw every video and question from this seed of the synthetic world instead of the one the
@@ -76,7 +76,7 @@ def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: in
     sub = Subagent(policy, frame_size=None, max_new_tokens=128, batch_size=batch_size, frames_per_pass=frames_per_pass)
     res: dict = {"checkpoint": ckpt, "frame_size": list(wc.frame_size), "crop_max_frames": wc.crop_max_frames,
                  "budgets": list(budgets), "device": device, "seed": seed, "world_seed": wc.world_seed,
-                 "subagent_frames_per_pass": frames_per_pass,
+                 "subagent_frames_per_pass": sub.frames_per_pass,
                  "details": {}}
     t = time.time()
     if frames:
@@ -206,8 +206,9 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64, help="sequences generated together")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out draws: captions, and which block of "
                    "episodes the direct-answer and tool measures use (seeds share none)")
-    p.add_argument("--frames-per-pass", type=int, default=4, help="the sub-agent looks at a crop in parts of at most "
-                   "this many frames and merges their captions (default 4); 0: one pass over the whole crop")
+    p.add_argument("--frames-per-pass", default="auto", help="the sub-agent looks at a crop in parts of at most "
+                   "this many frames and merges their captions; 0: one pass over the whole crop; auto (default): "
+                   "agents.lmm.Subagent's choice, 4 for this project's tiny builds")
     p.add_argument("--crop-max-frames", type=int, default=None, help="crops sample at most this many frames "
                    "(default: the checkpoint's own crop sampling)")
     p.add_argument("--world-seed", type=int, default=None, help="draw the videos and questions from this seed of "
@@ -216,7 +217,7 @@ def main(argv=None):
     t = time.time()
     res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,
                   env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed,
-                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames, frames_per_pass=a.frames_per_pass or None)
+                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames, frames_per_pass=a.frames_per_pass if a.frames_per_pass == "auto" else int(a.frames_per_pass) or None)
     res["seconds"] = time.time() - t
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)

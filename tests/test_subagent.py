@@ -76,6 +76,9 @@ def test_auto_frame_size_comes_from_the_checkpoint(policy):
     assert Subagent(policy).frame_size == (trained, trained)
     assert Subagent(policy, frame_size=None).frame_size is None
     assert Subagent(policy, frame_size=(56, 56)).frame_size == (56, 56)
+    # passes: this project's tiny builds look at a crop in parts; a model without sft_args.json in one pass
+    assert Subagent(policy).frames_per_pass == 4 and Subagent(None).frames_per_pass is None
+    assert Subagent(policy, frames_per_pass=None).frames_per_pass is None
     with pytest.raises(ValueError):
         Subagent(policy, max_new_tokens=0)
 
@@ -189,7 +192,7 @@ def test_passes_split_a_crop_into_consecutive_runs_of_frames():
         parts = Subagent(None, frame_size=None, frames_per_pass=per).passes(frames)
         assert [len(p.timestamps) for p in parts] == sizes
         np.testing.assert_array_equal(np.concatenate([p.timestamps for p in parts]), frames.timestamps)
-    for bad in (0, -1, 2.5, True, "4"):
+    for bad in (0, -1, 2.5, True, "4", "all"):
         with pytest.raises((ValueError, TypeError)):
             Subagent(None, frames_per_pass=bad)
 

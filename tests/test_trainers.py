@@ -298,11 +298,14 @@ def test_bad_arguments_stop_early(tmp_path, capsys):
     from trainers import para_grpo
 
     for bad in (["--anchor-mode", "sideways"], ["--frame-budget", "12"], ["--model", str(tmp_path / "nope")],
-                ["--group-size", "1"]):
+                ["--group-size", "1"], ["--subagent-frames-per-pass", "-1"], ["--subagent-frames-per-pass", "two"]):
         with pytest.raises(SystemExit) as exc:
             core.parse_args(para_grpo.Args, bad)
         assert exc.value.code == 2, bad
         assert "error" in capsys.readouterr().err
+    from trainers.rollouts import subagent_passes
+    assert [subagent_passes(core.parse_args(para_grpo.Args, ["--subagent-frames-per-pass", v])) for v in
+            ("auto", "0", "2")] == ["auto", None, 2]
     p = subprocess.run([sys.executable, "trainers/para_grpo.py", "--help"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0 and "--no-think-prefix" in p.stdout and "--anchor-mode" in p.stdout

@@ -53,7 +53,7 @@ from trainers import distributed, run_state
 from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
                             structural_mask)
 from trainers.rollouts import (Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
-                               episode_stats, make_env, reward_config)
+                               episode_stats, make_env, reward_config, subagent_passes)
 from trainers.run_state import RunStateError
 
 GATING_BUDGETS = (4, 8, 16, 32, 64)
@@ -120,9 +120,10 @@ class GRPOArgs:
     top_p: float = arg(1.0, "nucleus sampling")
     max_new_tokens: int = arg(64, "new tokens per main-agent turn (paper: 2048)")
     subagent_max_new_tokens: int = arg(32, "new tokens per sub-agent answer (paper cuts tool responses at 512)")
-    subagent_frames_per_pass: int = arg(4, "the policy's sub-agent looks at a crop in parts of at most this many "
-                                           "frames and merges their captions (agents.lmm.Subagent); 0: one pass "
-                                           "over the whole crop, as the paper's sub-agent")
+    subagent_frames_per_pass: str = arg("auto", "the policy's sub-agent looks at a crop in parts of at most this "
+                                                "many frames and merges their captions (agents.lmm.Subagent); 0: one "
+                                                "pass over the whole crop, as the paper's sub-agent; auto: 4 for this "
+                                                "project's tiny builds, one pass for any other model")
     # data and environment
     source: str = arg("", "JSONL / parquet question file to train on (see the README's question-file format, "
                           "release rows too); default: the synthetic world's train split")
@@ -272,8 +273,7 @@ def validate_args(args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
     if args.eval_samples < 0:
         raise ValueError("--eval-samples must be >= 0")
-    if args.subagent_frames_per_pass < 0:
-        raise ValueError("--subagent-frames-per-pass must be >= 0 (0: one pass over the whole crop)")
+    subagent_passes(args)  # a bad --subagent-frames-per-pass is refused here, before anything loads
     if not args.learning_rate >= 0:
         raise ValueError("--learning-rate must be >= 0 (0 measures the starting policy without updating it)")
     if args.temperature <= 0:
@@ -639,7 +639,7 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
         rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
                               temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
                               sub_max_new_tokens=args.subagent_max_new_tokens,
-                              sub_frames_per_pass=args.subagent_frames_per_pass or None,
+                              sub_frames_per_pass=subagent_passes(args),
                               think_prefix=args.think_prefix,
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])
@@ -949,7 +949,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature,
                                         top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                                         sub_max_new_tokens=args.subagent_max_new_tokens,
-                                        sub_frames_per_pass=args.subagent_frames_per_pass or None,
+                                        sub_frames_per_pass=subagent_passes(args),
                                         think_prefix=args.think_prefix,
                                         gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
         model.train()

@@ -37,6 +37,16 @@ def reward_config(args):
                         penalty_gamma=args.penalty_gamma if bonus else 0.0, tool_reward=args.tool_reward)
 
 
+def subagent_passes(args) -> int | str | None:
+    """--subagent-frames-per-pass as agents.lmm.Subagent takes it."""
+    value = str(args.subagent_frames_per_pass).strip()
+    if value == "auto":
+        return "auto"
+    if not value.isdigit():
+        raise ValueError(f"--subagent-frames-per-pass must be auto or a whole number >= 0, got {value!r}")
+    return int(value) or None
+
+
 def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwargs):
     """`env_kwargs` go to the env as they are (the trainer's `dataset=`, `reward_fns=`)."""
     from paravt_env.env import ParaVTLongVideoEnv
@@ -47,7 +57,7 @@ def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwa
         gating_budgets=tuple(int(k) for k in str(args.gating_budgets).split(",") if k.strip()), dispatch=args.dispatch,
         max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
         subagent=(Subagent(policy, max_new_tokens=args.subagent_max_new_tokens,
-                           frames_per_pass=args.subagent_frames_per_pass or None)
+                           frames_per_pass=subagent_passes(args))
                   if policy is not None and args.subagent == "policy" else "oracle"),
         think_prefix="<think>\n" if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
@@ -89,7 +99,7 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
                      temperature: float, top_p: float, max_new_tokens: int, sub_max_new_tokens: int,
                      think_prefix: bool, gen_seed: int, timer: Timer | None = None,
                      reset_options: Sequence[dict | None] | None = None,
-                     sub_frames_per_pass: int | None = 4) -> list[Rollout]:
+                     sub_frames_per_pass: int | str | None = "auto") -> list[Rollout]:
     """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
     the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
     a turn form one more batch. Returns finished rollouts with the token-level conversations."""
