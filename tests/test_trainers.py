@@ -211,7 +211,11 @@ def test_rollout_executes_parallel_calls_in_one_turn(caller, subagent):
         per_turn = r.info["tool_calls_per_turn"]
         assert all(n <= args.max_calls_per_turn for n in per_turn)
         assert r.info["num_tool_calls"] == sum(per_turn) <= r.info["num_tool_calls_emitted"]
-        assert len(r.sub_convs) == (r.info["num_tool_calls"] if subagent == "policy" else 0)
+        if subagent == "policy":  # one trained conversation per pass over a crop (Subagent.passes)
+            most = -(-args.crop_max_frames // 4) * r.info["num_tool_calls"]
+            assert r.info["num_tool_calls"] <= len(r.sub_convs) <= most
+        else:
+            assert r.sub_convs == []
         assert all(any(c.generated_mask) for c in r.sub_convs)
         text = caller.tokenizer.decode(r.conv.token_ids)
         assert text.count("<tool_response>") == text.count("</tool_response>")
