@@ -9,8 +9,8 @@ Metrics per setting: format reward (the env's R_fmt), tool calls per rollout (ka
 rollouts with >= 1 call, accuracy overall and per family, and dialect diagnostics (native
 ``<tool_code>`` calls, ``Answer:`` without tags, unclosed ``<think>``).
 
-``subagent_agreement`` makes the same model play the sub-agent (only a crop's frames + the
-sub-agent prompt) and compares its summary with the world's truthful caption.
+``subagent_agreement`` makes the same model play the env's sub-agent (``agents.lmm.Subagent``: only a
+crop's frames + the sub-agent prompt) and compares its summary with the world's truthful caption.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from agents.lmm.corpus import WorldConfig, caption_objects, random_window, subagent_messages
+from agents.lmm.corpus import WorldConfig, caption_objects, random_window
 from agents.lmm.policy import TransformersPolicy
 from paravt_env.questions import FAMILIES
 from paravt_env.rewards import token_f1
@@ -99,22 +99,23 @@ def summarize(records: list[dict]) -> dict:
 
 def subagent_agreement(policy: TransformersPolicy, wc: WorldConfig, *, crops: int = 64, seed: int = 0,
                        max_new_tokens: int = 96, split: str = "validation", batch_size: int = 32) -> dict:
-    """The model as sub-agent (greedy, no think prefix) vs the world's caption of the same frames."""
+    """The model as the env's sub-agent (``agents.lmm.Subagent``: greedy, its default passes) vs the world's
+    caption of the same frames."""
+    from agents.lmm.subagent import Subagent
+
     rng = np.random.default_rng(seed)
     ds = SyntheticDataset(split, wc.world_seed, wc.dataset_size, wc.duration)
-    items = []
+    items, truths = [], []
     for _ in range(crops):
         ep = ds[int(rng.integers(len(ds)))]
         w = random_window(ep, rng)
         frames = ep.source.crop(w[0], w[1], 1.0, wc.crop_max_frames, tuple(wc.frame_size))
-        items.append((subagent_messages(frames, w, ep.question.prompt()), ep.source.caption(frames.timestamps)))
-    preds = []
-    for lo in range(0, len(items), batch_size):
-        convs = [policy.start(m) for m, _ in items[lo:lo + batch_size]]
-        preds += [c.text.replace("<|im_end|>", "").strip()
-                  for c in policy.generate(convs, temperature=0.0, max_new_tokens=max_new_tokens, prefix="", stop=())]
+        items.append((frames, ep.question.prompt()))
+        truths.append(ep.source.caption(frames.timestamps))
+    sub = Subagent(policy, max_new_tokens=max_new_tokens, frame_size=None, batch_size=batch_size)
+    preds = sub.batch(items, temperature=0.0)
     f1, p_num, p_den, r_num, r_den, scene_ok, exact = [], 0, 0, 0, 0, [], []
-    for (_, truth), pred in zip(items, preds):
+    for truth, pred in zip(truths, preds):
         f1.append(token_f1(pred, truth))
         po, to = caption_objects(pred), caption_objects(truth)
         p_num += len(po & to); p_den += len(po); r_num += len(po & to); r_den += len(to)
@@ -127,7 +128,7 @@ def subagent_agreement(policy: TransformersPolicy, wc: WorldConfig, *, crops: in
                 object_f1=(2 * prec * rec / (prec + rec)) if p_den and r_den and (prec + rec) else 0.0,
                 scene_match=float(np.mean(scene_ok)), exact=float(np.mean(exact)),
                 objects_predicted=p_den, objects_true=r_den,
-                examples=[{"truth": t, "pred": p} for (_, t), p in list(zip(items, preds))[:3]])
+                examples=[{"truth": t, "pred": p} for t, p in list(zip(truths, preds))[:3]])
 
 
 def training_budgets(checkpoint: str) -> tuple[int, ...]:
