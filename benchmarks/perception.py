@@ -48,7 +48,7 @@ from agents.lmm.perception import (NEEDLE_FAMILIES, VISIBLE_FAMILIES, accuracy_s
                                    answer_catch, caption_items, needle_items, paired_gain, play,
                                    visible_items)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
-from agents.lmm.subagent import Subagent  # noqa: E402
+from agents.lmm.subagent import Subagent, parse_frames_per_pass  # noqa: E402
 
 
 def resolve(path: str) -> str:
@@ -58,8 +58,8 @@ def resolve(path: str) -> str:
 
 def measure(checkpoint: str, *, frames: int = 256, crops: int = 256, visible: int = 80, tool_episodes: int = 120,
             env_default_crops: int = 128, device: str = "cpu", batch_size: int = 64, seed: int = 0,
-            world_seed: int | None = None, crop_max_frames: int | None = None, frames_per_pass: int | str | None = "auto",
-            log=print) -> dict:
+            world_seed: int | None = None, crop_max_frames: int | None = None,
+            frames_per_pass: int | str | None = "auto", log=print) -> dict:
     """Every number of the benchmark for one checkpoint (``visible`` and ``tool_episodes`` per family).
     ``world_seed``: draw every video and question from this seed of the synthetic world instead of the one the
     checkpoint was trained on (its validation split is unseen either way; another seed is a wholly new draw).
@@ -214,10 +214,15 @@ def main(argv=None):
     p.add_argument("--world-seed", type=int, default=None, help="draw the videos and questions from this seed of "
                    "the synthetic world (default: the checkpoint's own, whose validation split it never trained on)")
     a = p.parse_args(argv)
+    try:
+        frames_per_pass = parse_frames_per_pass(a.frames_per_pass, "--frames-per-pass")
+    except ValueError as e:
+        p.error(str(e))
     t = time.time()
     res = measure(a.checkpoint, frames=a.frames, crops=a.crops, visible=a.visible, tool_episodes=a.tool_episodes,
                   env_default_crops=a.env_default_crops, device=a.device, batch_size=a.batch_size, seed=a.seed,
-                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames, frames_per_pass=a.frames_per_pass if a.frames_per_pass == "auto" else int(a.frames_per_pass) or None)
+                  world_seed=a.world_seed, crop_max_frames=a.crop_max_frames,
+                  frames_per_pass=frames_per_pass)
     res["seconds"] = time.time() - t
     out = Path(a.json)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -195,6 +195,11 @@ def test_passes_split_a_crop_into_consecutive_runs_of_frames():
     for bad in (0, -1, 2.5, True, "4", "all"):
         with pytest.raises((ValueError, TypeError)):
             Subagent(None, frames_per_pass=bad)
+    from agents.lmm.subagent import parse_frames_per_pass  # the command lines' form: auto, 0 (one pass) or N
+    assert [parse_frames_per_pass(v) for v in ("auto", "0", " 3 ")] == ["auto", None, 3]
+    for bad in ("-1", "2.5", "all", ""):
+        with pytest.raises(ValueError, match="frames_per_pass"):
+            parse_frames_per_pass(bad)
 
 
 def test_passes_caption_long_crops_better_than_one_pass(policy):

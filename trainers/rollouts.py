@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agents.lmm.subagent import Subagent
+from agents.lmm.subagent import Subagent, parse_frames_per_pass
 
 
 def derive_seed(*parts: int) -> int:
@@ -39,12 +39,7 @@ def reward_config(args):
 
 def subagent_passes(args) -> int | str | None:
     """--subagent-frames-per-pass as agents.lmm.Subagent takes it."""
-    value = str(args.subagent_frames_per_pass).strip()
-    if value == "auto":
-        return "auto"
-    if not value.isdigit():
-        raise ValueError(f"--subagent-frames-per-pass must be auto or a whole number >= 0, got {value!r}")
-    return int(value) or None
+    return parse_frames_per_pass(args.subagent_frames_per_pass, "--subagent-frames-per-pass")
 
 
 def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwargs):

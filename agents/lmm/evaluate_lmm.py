@@ -25,6 +25,7 @@ import numpy as np
 
 from agents.lmm.corpus import WorldConfig, caption_objects, random_window
 from agents.lmm.policy import TransformersPolicy
+from agents.lmm.subagent import Subagent
 from paravt_env.questions import FAMILIES
 from paravt_env.rewards import token_f1
 from paravt_env.sources import SyntheticDataset
@@ -101,8 +102,6 @@ def subagent_agreement(policy: TransformersPolicy, wc: WorldConfig, *, crops: in
                        max_new_tokens: int = 96, split: str = "validation", batch_size: int = 32) -> dict:
     """The model as the env's sub-agent (``agents.lmm.Subagent``: greedy, its default passes) vs the world's
     caption of the same frames."""
-    from agents.lmm.subagent import Subagent
-
     rng = np.random.default_rng(seed)
     ds = SyntheticDataset(split, wc.world_seed, wc.dataset_size, wc.duration)
     items, truths = [], []

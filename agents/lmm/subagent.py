@@ -34,7 +34,8 @@ import numpy as np
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.world import merge_captions
 
-__all__ = ["Subagent", "SubagentResult", "crop_window", "subagent_messages", "fit_frames", "clean_summary"]
+__all__ = ["Subagent", "SubagentResult", "crop_window", "subagent_messages", "fit_frames", "clean_summary",
+           "parse_frames_per_pass"]
 
 
 def crop_window(timestamps) -> tuple[float, float]:
@@ -103,6 +104,16 @@ class SubagentResult:
 TINY_FRAMES_PER_PASS = 4  # see Subagent's frames_per_pass
 
 
+def parse_frames_per_pass(value, flag: str = "frames_per_pass") -> int | str | None:
+    """A command line's frames-per-pass ("auto", "0" for one pass, or N) as :class:`Subagent` takes it."""
+    text = str(value).strip()
+    if text == "auto":
+        return "auto"
+    if not text.isdigit():
+        raise ValueError(f"{flag} must be auto or a whole number >= 0, got {text!r}")
+    return int(text) or None
+
+
 def _trained_frame_size(policy) -> tuple[int, int] | None:
     """The frame size the checkpoint was trained on (its ``sft_args.json``), if it has one."""
     from agents.lmm.default import checkpoint_info
@@ -145,8 +156,9 @@ class Subagent:
                  frames_per_pass: int | str | None = "auto"):
         if max_new_tokens < 1 or batch_size < 1:
             raise ValueError("max_new_tokens and batch_size must be >= 1")
+        trained = _trained_frame_size(policy) if "auto" in (frame_size, frames_per_pass) else None
         if frames_per_pass == "auto":
-            frames_per_pass = TINY_FRAMES_PER_PASS if _trained_frame_size(policy) is not None else None
+            frames_per_pass = TINY_FRAMES_PER_PASS if trained is not None else None
         if frames_per_pass is not None and (not isinstance(frames_per_pass, (int, np.integer))
                                             or isinstance(frames_per_pass, bool) or frames_per_pass < 1):
             raise ValueError(f"frames_per_pass must be a whole number >= 1, None or 'auto', got {frames_per_pass!r}")
@@ -154,7 +166,7 @@ class Subagent:
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         self.policy, self.max_new_tokens, self.temperature, self.top_p = policy, int(max_new_tokens), float(temperature), top_p
-        self.frame_size = _trained_frame_size(policy) if frame_size == "auto" else (
+        self.frame_size = trained if frame_size == "auto" else (
             None if frame_size is None else (int(frame_size[0]), int(frame_size[1])))
         self.batch_size, self.seed, self._calls = int(batch_size), int(seed), 0
 
