@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One device call (one H200): the scene-checking chain learned inside a long mixed mend instead of a text-only
+# warm-up (gpu_scene_mend.sh showed the warm-up at lr 1e-3 wipes captions and tool calls). From f16z, zu2's corpus
+# (frames, 16-frame crops, zoom-played reading drills, presence probes; section 9) with five times the probes and ten
+# times the steps, side by side:
+#   s3: --scene-presence true, lr 3e-4, drill decisions untrained   s6: the same at lr 6e-4
+#   s3d: s3 with the drills' decisions trained                      p3: s3 with the plain presence chain (control)
+# then benchmarks/perception.py on each, seeds 0 and 1 (n = 192 per arm each), all side by side. Everything comes back
+# as results.tgz (logs, perception) and builds.tgz.
+#   run(command="bash benchmarks/results/presence/gpu_scene_mix.sh", carry=[".whl", ".carry/f16z"])
+set -u
+. benchmarks/results/presence/device_lib.sh
+install_carried_wheels
+R=$OUT/scene_mix; mkdir -p $R
+THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
+MIX="--caption-aug-p 0.9 --stage1-reading 12000 --stage1-presence 150000 --reading-oracle-fraction 0.2
+  --search-agent zoom --stage1-steps ${STEPS:-2500} --warmup 100 --time-budget-s ${BUDGET:-380}"
+MIX=$(echo $MIX)
+VARIANTS="s3:$MIX --scene-presence true --stage1-lr 3e-4 --drill-decisions false|s6:$MIX --scene-presence true --stage1-lr 6e-4 --drill-decisions false|s3d:$MIX --scene-presence true --stage1-lr 3e-4 --drill-decisions true|p3:$MIX --stage1-lr 3e-4 --drill-decisions false"
+mends /tmp/c "$(capmend_args .carry/f16z/cold_start)"
+P="--frames 0 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 96 --device cuda"
+for v in $NAMES; do
+  for s in 0 1; do
+    # shellcheck disable=SC2086  # P is a list of flags
+    python3 benchmarks/perception.py --checkpoint /tmp/c/$v/cold_start $P --seed $s --json $R/perc_${v}_s$s.json \
+      > $R/perc_${v}_s$s.log 2>&1 &
+  done
+done
+wait
+for v in $NAMES; do
+  grep -a "stage1 step\|done in" $R/mend_$v.log | tail -2
+  for s in 0 1; do echo "== $v seed $s"; grep -E "object F1 \(|default env|direct answers|tool gain|calls/ep" $R/perc_${v}_s$s.md; done
+  cp /tmp/c/$v/sft_args.json $R/${v}_sft_args.json
+done
+tar czf $OUT/results.tgz -C $OUT scene_mix && rm -rf $R
+tar czf $OUT/builds.tgz -C /tmp/c $(for v in $NAMES; do echo $v/cold_start $v/sft_args.json; done)
