@@ -10,7 +10,7 @@ import paravt_env  # noqa: F401  (registers the env)
 from agents.lmm import Subagent, TransformersPolicy
 from agents.lmm.corpus import WorldConfig, caption_sample
 from agents.lmm.default import checkpoint_info, shipped_checkpoint
-from agents.lmm.subagent import clean_summary, crop_window, fit_frames, subagent_messages
+from agents.lmm.subagent import clean_summary, crop_window, fit_frames, subagent_messages, summary_of_passes
 from paravt_env.world import merge_captions
 from agents.lmm.tiny_qwen import build_image_processor
 from paravt_env.sources import Frames, SyntheticDataset
@@ -217,3 +217,17 @@ def test_passes_caption_long_crops_better_than_one_pass(policy):
         preds = Subagent(policy, frames_per_pass=per).batch([(it.frames, it.question) for it in items])
         f1[per] = score_captions(preds, items)["object_f1"]
     assert f1[4] > f1[None] + 0.03 and f1[4] > 0.9, f1
+
+
+def test_a_summary_in_the_caption_grammar_reads_as_the_world_writes_it():
+    """One pass or several: a caption the grammar parses comes back in the world's own spelling (a sighting of one
+    frame as one time, times with one decimal, objects by first sighting); any other text is left as it was said."""
+    said = "Scenes: cave scene (00.1 s). Objects: small grey triangle (2.5-2.5 s); red star at top (0.5-2.5 s)."
+    assert summary_of_passes([said], [[0.1, 2.5]]) == \
+        "Scenes: cave scene (0.1 s). Objects: red star at top (0.5-2.5 s); small grey triangle (2.5 s)."
+    parts = ["Scenes: sky scene (1.5-2.5 s). Objects: red star at top (2.5 s).",
+             "Scenes: sky scene (3.5 s). Objects: red star at top (3.5 s)."]
+    assert summary_of_passes(parts, [[1.5, 2.5], [3.5]]) == \
+        "Scenes: sky scene (1.5-3.5 s). Objects: red star at top (2.5-3.5 s)."
+    for free in (["A red star drifts across a cave."], ["A red star.", parts[1]]):
+        assert summary_of_passes(free, [[0.5]] * len(free)) == " ".join(free)

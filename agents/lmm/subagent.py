@@ -86,6 +86,14 @@ def clean_summary(text: str) -> str:
     return _SPECIAL.sub("", text).strip()
 
 
+def summary_of_passes(texts: Sequence[str], timestamps: Sequence[Any]) -> str:
+    """One crop's summary from its passes' texts (``timestamps[i]``: the frames of pass ``i``). Captions in the
+    world's grammar come back as the world writes them (one caption of all the passes' frames, times as it prints
+    them), so one pass and several read alike; any other text is kept word for word, the passes' texts joined."""
+    merged = merge_captions(list(texts), list(timestamps))
+    return merged if merged is not None else " ".join(texts)
+
+
 @dataclass
 class _Crop:
     images: np.ndarray
@@ -216,11 +224,8 @@ class Subagent:
                 results[i].completions.append(comp)
                 texts[i].append(clean_summary(comp.text))
         for i, said in enumerate(texts):
-            if len(said) == 1:
-                results[i].summary = said[0]
-            elif said:
-                merged = merge_captions(said, [p.timestamps for p in parts[i]])
-                results[i].summary = merged if merged is not None else " ".join(said)
+            if said:
+                results[i].summary = summary_of_passes(said, [p.timestamps for p in parts[i]])
         return results
 
     def batch(self, crops: Sequence[tuple[Any, str]], **kw) -> list[str]:
