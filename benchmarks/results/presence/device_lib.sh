@@ -42,6 +42,25 @@ perceive() {
   for v in "$@"; do echo "== $v"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" "$R/perc_$v.md"; done
 }
 
+# perceive_both_draws ROOT NAME...: benchmarks/perception.py on ROOT/NAME/cold_start for each NAME on the draws of
+# seeds 0 and 1 (n = 192 per arm each), all side by side, into $R/perc_NAME_sSEED.{json,md,log}; then the headline
+# rows of each.
+perceive_both_draws() {
+  local root=$1 v s; shift
+  local args="--frames 0 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 96 --device cuda"
+  for v in "$@"; do
+    for s in 0 1; do
+      # shellcheck disable=SC2086  # args is a list of flags
+      python3 benchmarks/perception.py --checkpoint "$root/$v/cold_start" $args --seed $s \
+        --json "$R/perc_${v}_s$s.json" > "$R/perc_${v}_s$s.log" 2>&1 &
+    done
+  done
+  wait
+  for v in "$@"; do for s in 0 1; do
+    echo "== $v seed $s"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" "$R/perc_${v}_s$s.md"
+  done; done
+}
+
 # v11_tail IN NATIVE OUT NAME...: v11's last two steps on IN/NAME/cold_start for each NAME side by side: the native
 # step (cold_start_length.py, L = ${NATIVE_L:-300} cold-start steps, 65 % native rollouts, into NATIVE/NAME), then 150
 # caption-only steps at lr 5e-5 into OUT/NAME. Logs in $R; needs $THINK (the build's think flags).

@@ -16,18 +16,7 @@ ZU2="--caption-aug-p 0.9 --stage1-reading 12000 --stage1-presence 30000 --readin
 VARIANTS="zs:$(echo $ZU2)|zs2:$(echo $ZU2) --stage1-steps 600 --stage1-lr 1e-4|z0:$(echo $ZU2) --init-from .carry/f16z/cold_start"
 mends /tmp/c "$(capmend_args .carry/fsc/cold_start)"
 mkdir -p /tmp/c/fsc && cp -r .carry/fsc/* /tmp/c/fsc/
-P="--frames 0 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 96 --device cuda"
-for v in fsc zs zs2 z0; do
-  for s in 0 1; do
-    # shellcheck disable=SC2086  # P is a list of flags
-    python3 benchmarks/perception.py --checkpoint /tmp/c/$v/cold_start $P --seed $s --json $R/perc_${v}_s$s.json \
-      > $R/perc_${v}_s$s.log 2>&1 &
-  done
-done
-wait
-for v in fsc zs zs2 z0; do for s in 0 1; do
-  echo "== $v seed $s"; grep -E "object F1|direct answers|tool gain|calls/ep|reading" $R/perc_${v}_s$s.md
-done; done
+perceive_both_draws /tmp/c fsc zs zs2 z0
 for v in zs zs2 z0; do
   cp /tmp/c/$v/sft_args.json $R/${v}_sft_args.json
   [ -d /tmp/c/$v/cold_start ] && tar czf $OUT/mend_$v.tgz -C /tmp/c $v/cold_start $v/sft_args.json

@@ -6,7 +6,8 @@
 #   s3: --scene-presence true, lr 3e-4, drill decisions untrained   s6: the same at lr 6e-4
 #   s3d: s3 with the drills' decisions trained                      p3: s3 with the plain presence chain (control)
 # then benchmarks/perception.py on each, seeds 0 and 1 (n = 192 per arm each), all side by side. Everything comes back
-# as results.tgz (logs, perception) and builds.tgz.
+# as results.tgz (logs, perception) and build_NAME.tgz
+# (the recorded call packed the builds into one archive, over the 16 MiB a returned file may hold: they were lost).
 #   run(command="bash benchmarks/results/presence/gpu_scene_mix.sh", carry=[".whl", ".carry/f16z"])
 set -u
 . benchmarks/results/presence/device_lib.sh
@@ -18,19 +19,12 @@ MIX="--caption-aug-p 0.9 --stage1-reading 12000 --stage1-presence 150000 --readi
 MIX=$(echo $MIX)
 VARIANTS="s3:$MIX --scene-presence true --stage1-lr 3e-4 --drill-decisions false|s6:$MIX --scene-presence true --stage1-lr 6e-4 --drill-decisions false|s3d:$MIX --scene-presence true --stage1-lr 3e-4 --drill-decisions true|p3:$MIX --stage1-lr 3e-4 --drill-decisions false"
 mends /tmp/c "$(capmend_args .carry/f16z/cold_start)"
-P="--frames 0 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 96 --device cuda"
-for v in $NAMES; do
-  for s in 0 1; do
-    # shellcheck disable=SC2086  # P is a list of flags
-    python3 benchmarks/perception.py --checkpoint /tmp/c/$v/cold_start $P --seed $s --json $R/perc_${v}_s$s.json \
-      > $R/perc_${v}_s$s.log 2>&1 &
-  done
-done
-wait
+# shellcheck disable=SC2086  # NAMES is a list of names
+perceive_both_draws /tmp/c $NAMES
 for v in $NAMES; do
   grep -a "stage1 step\|done in" $R/mend_$v.log | tail -2
-  for s in 0 1; do echo "== $v seed $s"; grep -E "object F1 \(|default env|direct answers|tool gain|calls/ep" $R/perc_${v}_s$s.md; done
   cp /tmp/c/$v/sft_args.json $R/${v}_sft_args.json
 done
 tar czf $OUT/results.tgz -C $OUT scene_mix && rm -rf $R
-tar czf $OUT/builds.tgz -C /tmp/c $(for v in $NAMES; do echo $v/cold_start $v/sft_args.json; done)
+# one archive per build: a call returns files of at most 16 MiB, and four builds in one were over it (section 12)
+for v in $NAMES; do tar czf $OUT/build_$v.tgz -C /tmp/c $v/cold_start $v/sft_args.json; done
