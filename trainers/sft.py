@@ -323,9 +323,12 @@ class Args:
                                                        "is the presence chain of the overview (--presence-think's "
                                                        "form); transcribe_presence: the line first lists the "
                                                        "needles the overview shows ('The overview shows red star, "
-                                                       "blue circle.'), then checks the candidates against that text",
+                                                       "blue circle.'), then checks the candidates against that text; "
+                                                       "scene: the overview's frames of the question's scene "
+                                                       "captioned first (in first tool turns too), then the needle "
+                                                       "line read off that caption",
                                                        "choices": ("none", "needle", "needle_time", "all", "presence",
-                                                                   "transcribe_presence")})
+                                                                   "transcribe_presence", "scene")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

@@ -490,6 +490,27 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
+def scene_overview_caption(env) -> str | None:
+    """What the overview shows of the scene a needle question names: the world's caption of just the overview frames
+    of that scene after its name ("The meadow scene in the overview: Scenes: meadow scene (413.5-439.9 s). Objects:
+    yellow diamond at bottom-left (426.7 s)."), or "The meadow scene in the overview: no frame." None where the
+    question names no scene or the source has no captions. Filtering by scene first leaves the other scenes' objects
+    (the rivals) out of the text the answer is then looked up in; each frame's scene is its own caption's. The line
+    opens with the scene's name copied from the question: without it a mend learned to caption the overview from its
+    first frame, naming the first scene (benchmarks/results/scene_view/)."""
+    q = env.episode.question
+    asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
+    if asked is None:
+        return None
+    source, mark = env.episode.source, f"{asked.group(1)} scene ("
+    captions = [(float(t), source.caption(np.asarray([t], dtype=np.float64))) for t in env.overview.timestamps]
+    if any(text is None for _, text in captions):
+        return None
+    shown = [t for t, text in captions if mark in text]
+    said = source.caption(np.asarray(shown, dtype=np.float64)) if shown else "no frame."
+    return f"The {asked.group(1)} scene in the overview: {said}"
+
+
 def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = False) -> str | None:
     """:func:`grounded_line` of the overview (a direct answer): "The overview shows a white star." What the
     overview shows is the world's caption of its frames, so the line names an object only when one of the
@@ -501,8 +522,17 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
     names what the frame shows. ``"presence"``: the needle's line is the :func:`presence_line` of the overview,
     each candidate checked against what its frames show. ``"transcribe_presence"``: that chain after a list of
     every needle the frames show, in order ("The overview shows red star, blue circle."), so the checks look
-    things up in the model's own text, the form of the lookup that formed on text probes."""
+    things up in the model's own text, the form of the lookup that formed on text probes. ``"scene"``: the
+    :func:`scene_overview_caption` first, then the grounded line read off it ("Scenes: meadow scene (...). Objects:
+    yellow diamond at bottom-left (426.7 s). The overview shows a yellow diamond."); :func:`play_episode` opens a
+    first tool turn with the same caption, so the decision to call follows what the model says it sees."""
     mode = "needle" if mode is True else mode
+    if mode == "scene":
+        shown = scene_overview_caption(env)
+        if shown is None:
+            return None
+        line = grounded_line(env, shown, "The overview shows", restate_options)
+        return f"{shown} {line}" if line else shown
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
     if mode in ("presence", "transcribe_presence") and q.family in READING_FAMILIES:
@@ -587,7 +617,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     thinks :func:`grounded_direct` where it applies (options restated too when ``grounded_think`` is
     ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
     time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
-    listed first, then that chain), and on global ones too (``"all"``).
+    listed first, then that chain; ``"scene"``: the overview's frames of the question's scene captioned first, in
+    first tool turns too), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
@@ -613,6 +644,10 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if grounded_direct_think and decision == "direct":
             think = grounded_direct(env.unwrapped, grounded_direct_think,
                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
+        if grounded_direct_think == "scene" and decision == "tool" and not turns:
+            shown = scene_overview_caption(env.unwrapped)
+            if shown:  # a spread opener is put back in front below; any other decision line follows the caption
+                think = shown if opener and native_think == "spread" else f"{shown} {think}"
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
