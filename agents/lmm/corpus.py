@@ -523,8 +523,9 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
     each candidate checked against what its frames show. ``"transcribe_presence"``: that chain after a list of
     every needle the frames show, in order ("The overview shows red star, blue circle."), so the checks look
     things up in the model's own text, the form of the lookup that formed on text probes. ``"scene"``: the
-    :func:`scene_overview_caption` first, then the grounded line read off it ("Scenes: meadow scene (...). Objects:
-    yellow diamond at bottom-left (426.7 s). The overview shows a yellow diamond."); :func:`play_episode` opens a
+    :func:`scene_overview_caption` first, then the grounded line read off it ("The meadow scene in the overview:
+    Scenes: meadow scene (...). Objects: yellow diamond at bottom-left (426.7 s). The overview shows a yellow
+    diamond."); :func:`play_episode` opens a
     first tool turn with the same caption, so the decision to call follows what the model says it sees."""
     mode = "needle" if mode is True else mode
     if mode == "scene":
