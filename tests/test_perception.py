@@ -137,6 +137,23 @@ def test_forbidden_tools_means_one_turn_that_answers():
     assert [r["answer_in_crops"] for r in recs] == [False, False]  # no crop, so no crop shows the answer
 
 
+def test_forced_first_turns_are_the_direct_answer_measure():
+    """forced_first_turns (the direct-answer turns, for scripts that read them) gives the texts play() scores with
+    tools forbidden: scored by its own envs they give play's answers, episode by episode."""
+    from agents.lmm import TransformersPolicy
+    from agents.lmm.default import shipped_checkpoint
+    from agents.lmm.perception import forced_first_turns, play
+    policy = TransformersPolicy(str(shipped_checkpoint("strong")))  # a random model writes no answer to compare
+    items = visible_items(2, WC, (4, 8, 16, 32, 64))
+    envs, texts = forced_first_turns(policy, WC, items, (4, 8, 16, 32, 64), max_new_tokens=64)
+    assert len(texts) == len(items) and all("</think>\n<answer>" in t and "<tool_call>" not in t for t in texts)
+    infos = [env.begin_turn(t)[0][4] for env, t in zip(envs, texts)]
+    recs = play(policy, WC, items, budgets=(4, 8, 16, 32, 64), forbid_tools=True, max_new_tokens=64)
+    assert all(info.get("answer") for info in infos)
+    assert [(i["answer"], i["correct"]) for i in infos] == [(r["answer"], r["correct"]) for r in recs]
+    assert {r["turns"] for r in recs} == {1}
+
+
 def test_reading_gives_the_oracle_turn_and_truthful_captions():
     """The reading condition: the first turn is the oracle agent's calls on the evidence windows in
     the cold start's words, its crops are summarised by the world's captions (which name the needle

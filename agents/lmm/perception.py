@@ -336,6 +336,24 @@ def forced_answers(policy, convs: Sequence, *, max_new_tokens: int = 192, temper
     return texts
 
 
+def forced_first_turns(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], budgets: Sequence[int], *,
+                       split: str = "validation", batch_size: int = 64, max_new_tokens: int = 192
+                       ) -> tuple[list, list[str]]:
+    """The first turn of each (episode index, K) as the direct-answer measure of :func:`play` generates it (tools
+    and vision tokens suppressed, greedy, :func:`forced_answers`), with the unwrapped env it was reset in, so a
+    caller can read the texts and score them (``env.begin_turn(text)``)."""
+    envs, convs = [], []
+    for i, k in items:
+        env = wc.env(split, nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle")
+        _, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
+        envs.append(env.unwrapped)
+        convs.append(policy.start(info["messages"]))
+    with suppressed(policy, VISION_TOKENS + TOOL_TAGS):
+        texts = [t for lo in range(0, len(convs), batch_size)
+                 for t in forced_answers(policy, convs[lo:lo + batch_size], max_new_tokens=max_new_tokens, seed=lo)]
+    return envs, texts
+
+
 def accuracy_summary(records: Sequence[dict], families: Sequence[str] | None = None) -> dict:
     """Accuracy (Wilson 95 %), n and tool calls per episode, overall and per family."""
     fams = families or sorted({r["family"] for r in records})

@@ -13,7 +13,7 @@ import numpy as np
 
 from agents.lmm.corpus import THINK_TOOL
 from agents.lmm.evaluate_lmm import training_budgets, world_config_of
-from agents.lmm.perception import TOOL_TAGS, VISION_TOKENS, forced_answers, suppressed, visible_items
+from agents.lmm.perception import forced_first_turns, visible_items
 from agents.lmm.policy import TransformersPolicy
 from paravt_env.world import uniform_timestamps
 
@@ -22,16 +22,7 @@ n = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 policy = TransformersPolicy(ck)
 wc, budgets = world_config_of(ck), training_budgets(ck)
 items = [it for seed in (0, 1) for it in visible_items(n, wc, budgets, seed=seed)]
-envs, convs = [], []
-for i, k in items:
-    env = wc.env("validation", nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle")
-    _, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
-    envs.append(env.unwrapped)
-    convs.append(policy.start(info["messages"]))
-texts = []
-with suppressed(policy, VISION_TOKENS + TOOL_TAGS):
-    for lo in range(0, len(convs), 64):
-        texts += forced_answers(policy, convs[lo:lo + 64], seed=lo)
+envs, texts = forced_first_turns(policy, wc, items, budgets)
 rows = []
 for env, text, (i, k) in zip(envs, texts, items):
     finished = env.begin_turn(text)[0]

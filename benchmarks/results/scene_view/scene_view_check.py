@@ -10,7 +10,7 @@ import sys
 
 from agents.lmm.corpus import answer_object, caption_needles, named_objects, scene_overview_caption
 from agents.lmm.evaluate_lmm import training_budgets, world_config_of
-from agents.lmm.perception import NEEDLE_FAMILIES, TOOL_TAGS, VISION_TOKENS, forced_answers, suppressed, visible_items
+from agents.lmm.perception import NEEDLE_FAMILIES, forced_first_turns, visible_items
 from agents.lmm.policy import TransformersPolicy
 
 ck = sys.argv[1]
@@ -19,14 +19,7 @@ show = int(sys.argv[3]) if len(sys.argv) > 3 else 6
 policy = TransformersPolicy(ck)
 wc, budgets = world_config_of(ck), training_budgets(ck)
 items = visible_items(n, wc, budgets, families=NEEDLE_FAMILIES, seed=0)
-envs, convs = [], []
-for i, k in items:
-    env = wc.env("validation", nframes_gating=True, gating_budgets=tuple(budgets), subagent="oracle")
-    _, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
-    envs.append(env.unwrapped)
-    convs.append(policy.start(info["messages"]))
-with suppressed(policy, VISION_TOKENS + TOOL_TAGS):
-    texts = [t for lo in range(0, len(convs), 64) for t in forced_answers(policy, convs[lo:lo + 64], seed=lo)]
+envs, texts = forced_first_turns(policy, wc, items, budgets)
 by_k = collections.defaultdict(lambda: collections.Counter())
 for j, (env, text, (i, k)) in enumerate(zip(envs, texts, items)):
     truth = scene_overview_caption(env)
