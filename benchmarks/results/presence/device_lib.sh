@@ -1,4 +1,4 @@
-# Shared by the presence device scripts (gpu_chain.sh, gpu_capmend.sh, gpu_tail.sh) (source it from the repository root, on the device machine).
+# Shared by the presence and scene_view device scripts (source it from the repository root, on the device machine).
 
 # The carried wheels (.whl: gymnasium, pettingzoo) on top of the machine's torch and transformers.
 install_carried_wheels() {
@@ -83,4 +83,30 @@ v11_tail() {
       --out "$out/$v" > "$R/final_$v.log" 2>&1 &
   done
   wait
+}
+
+# quick_perceive ROOT SEEDS NAME...: benchmarks/perception.py on ROOT/NAME/cold_start for each NAME and each seed of
+# SEEDS ("0" or "0 1"), all side by side, each stopped after ${PERC_S:-150} s: direct answers (n = 40 a family), tool
+# gain (n = 96 per arm), ${PERC_CROPS:-60} crops; into $R/perc_NAME_sSEED.{json,md,log}, then the headline rows.
+quick_perceive() {
+  local root=$1 seeds=$2 v s; shift 2
+  for v in "$@"; do for s in $seeds; do
+    timeout "${PERC_S:-150}" python3 benchmarks/perception.py --checkpoint "$root/$v/cold_start" --frames 0 \
+      --crops "${PERC_CROPS:-60}" --env-default-crops 0 --visible 40 --tool-episodes 96 --device cuda --seed "$s" \
+      --json "$R/perc_${v}_s$s.json" > "$R/perc_${v}_s$s.log" 2>&1 &
+  done; done
+  wait
+  for v in "$@"; do for s in $seeds; do echo "== $v seed $s"
+    grep -E "object F1 \(|direct answers|needle|global|tool gain|with tools \(|forbidden|show the answer|when they do \|" \
+      "$R/perc_${v}_s$s.md"
+  done; done
+}
+
+# pack_builds ROOT NAME...: $R (the results) into $OUT/results.tgz, and each ROOT/NAME build (cold start and
+# sft_args.json) into its own $OUT/build_NAME.tgz: a call returns at most 8 files of at most 16 MiB each.
+pack_builds() {
+  local root=$1 v; shift
+  for v in "$@"; do cp "$root/$v/sft_args.json" "$R/${v}_sft_args.json"; done
+  tar czf "$OUT/results.tgz" -C "$(dirname "$R")" "$(basename "$R")" && rm -rf "$R"
+  for v in "$@"; do tar czf "$OUT/build_$v.tgz" -C "$root" "$v/cold_start" "$v/sft_args.json"; done
 }

@@ -18,14 +18,5 @@ BASE="--preset gpu --amp false --stage1-frame 4000 --stage1-caption 12000 --stag
 VARIANTS="sA:--tool-prior strong --stage1-lr 3e-4 --init-from $STRONG|sB:--tool-prior strong --stage1-lr 1e-4 --init-from $STRONG|wV:--tool-prior weak --stage1-lr 3e-4 --init-from $WEAK|wS:--tool-prior weak --stage1-lr 3e-4 --init-from $STRONG"
 mends /tmp/m "$(echo $BASE)"
 for v in $NAMES; do grep -a "corpus ready\|done in" $R/mend_$v.log | tail -2; done
-for v in $NAMES; do
-  timeout ${PERC_S:-200} python3 benchmarks/perception.py --checkpoint /tmp/m/$v/cold_start --frames 0 --crops 100 \
-    --env-default-crops 0 --visible 40 --tool-episodes 96 --device cuda --seed 0 --json $R/perc_${v}_s0.json \
-    > $R/perc_${v}_s0.log 2>&1 &
-done
-wait
-for v in $NAMES; do echo "== $v"; grep -E "object F1|direct answers|needle|global|tool gain|calls/ep" $R/perc_${v}_s0.md; done
-for v in $NAMES; do cp /tmp/m/$v/sft_args.json $R/${v}_sft_args.json; done
-tar czf $OUT/results.tgz -C $OUT mend && rm -rf $R
-for v in $NAMES; do tar czf $OUT/build_$v.tgz -C /tmp/m $v/cold_start $v/sft_args.json; done
-ls -la $OUT
+PERC_S=${PERC_S:-200} PERC_CROPS=100 quick_perceive /tmp/m 0 $NAMES
+pack_builds /tmp/m $NAMES

@@ -17,13 +17,5 @@ BASE="--preset gpu --amp false --stage1-frame 2000 --stage1-caption 8000 --stage
 VARIANTS="s3:--tool-prior strong --stage1-lr 3e-4 --init-from .carry/sv/sA/cold_start|s6:--tool-prior strong --stage1-lr 6e-4 --init-from .carry/sv/sA/cold_start|w3:--tool-prior weak --stage1-lr 3e-4 --init-from .carry/sv/wS/cold_start"
 mends /tmp/m "$(echo $BASE)"
 for v in $NAMES; do grep -a "corpus ready\|done in\|stage1 step" $R/mend_$v.log | tail -2; done
-for v in $NAMES; do
-  timeout ${PERC_S:-140} python3 benchmarks/perception.py --checkpoint /tmp/m/$v/cold_start --frames 0 --crops 60 \
-    --env-default-crops 0 --visible 40 --tool-episodes 96 --device cuda --seed 0 --json $R/perc_${v}_s0.json \
-    > $R/perc_${v}_s0.log 2>&1 &
-done
-wait
-for v in $NAMES; do echo "== $v"; grep -E "object F1 \(|direct answers|needle|global|tool gain|calls/ep" $R/perc_${v}_s0.md | head -9; done
-for v in $NAMES; do cp /tmp/m/$v/sft_args.json $R/${v}_sft_args.json; done
-tar czf $OUT/results.tgz -C $OUT mend2 && rm -rf $R
-for v in $NAMES; do tar czf $OUT/build_$v.tgz -C /tmp/m $v/cold_start $v/sft_args.json; done
+PERC_S=${PERC_S:-140} PERC_CROPS=60 quick_perceive /tmp/m 0 $NAMES
+pack_builds /tmp/m $NAMES

@@ -21,16 +21,6 @@ BASE="--preset gpu --amp false --tool-prior strong --init-from agents/lmm/checkp
   --time-budget-s ${BUDGET:-380} --eval-every 0 --batch-size 256 --batch-tokens 49152 --oracle-fraction 0 $THINK"
 VARIANTS="sv:--search-agent scene|svz:--search-agent zoom"
 mends /tmp/m "$(echo $BASE)"
-for v in $NAMES; do grep -a "corpus ready\|done in" $R/mend_$v.log | tail -2; cp /tmp/m/$v/sft_args.json $R/${v}_sft_args.json; done
-PIDS=""
-for v in $NAMES; do for s in 0 1; do
-  timeout ${PERC_S:-150} python3 benchmarks/perception.py --checkpoint /tmp/m/$v/cold_start --frames 0 --crops 60 \
-    --env-default-crops 0 --visible 40 --tool-episodes 96 --device cuda --seed $s --json $R/perc_${v}_s$s.json \
-    > $R/perc_${v}_s$s.log 2>&1 &
-done; done
-wait
-for v in $NAMES; do for s in 0 1; do echo "== $v seed $s"
-  grep -E "object F1 \(|direct answers|tool gain|with tools \(|forbidden|show the answer|when they do \|" $R/perc_${v}_s$s.md
-done; done
-tar czf $OUT/results.tgz -C $OUT next && rm -rf $R
-for v in $NAMES; do tar czf $OUT/build_$v.tgz -C /tmp/m $v/cold_start $v/sft_args.json; done
+for v in $NAMES; do grep -a "corpus ready\|done in" $R/mend_$v.log | tail -2; done
+quick_perceive /tmp/m "0 1" $NAMES
+pack_builds /tmp/m $NAMES
