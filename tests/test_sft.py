@@ -1119,11 +1119,13 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     assert timed >= 4, timed
 
 
-def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_turns():
+@pytest.mark.parametrize("view_mode", ["scene", "scene_compact"])
+def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_turns(view_mode):
     """--direct-think scene: every first turn on a needle question opens with the question's scene and the world's
     caption of exactly the overview frames of that scene (each frame's scene read from its own caption); it names
     the answer object when (and only when) the overview shows the evidence, a direct answer then names it in the
-    grounded line, and a tool turn keeps its decision line after the caption. Later turns are untouched."""
+    grounded line, and a tool turn keeps its decision line after the caption. Later turns are untouched.
+    scene_compact: the same objects by name alone (no positions, times or span)."""
     import re
 
     from agents.lmm.corpus import THINK_TOOL, answer_object, caption_scenes, named_objects, scene_overview_caption
@@ -1132,18 +1134,24 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
 
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 10, 10, "paravt", seed=6, wc=WorldConfig(), grounded_think="options",
-                           grounded_direct_think="scene", families=("needle", "needle_attribute"),
+                           grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
                            index_range=(0, 3000))
+    compact = view_mode == "scene_compact"
     kinds = {"direct": 0, "tool": 0}
     for s in samples:
         env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
         ep, overview = env.unwrapped.episode, env.unwrapped.overview
         scene = QUESTION_SCENE_RE.search(ep.question.text).group(1)
         shown = [t for t in overview.timestamps if caption_scenes(ep.source.caption([t])) == [scene]]
-        view = scene_overview_caption(env.unwrapped)
+        view = scene_overview_caption(env.unwrapped, compact=compact)
         assert view.startswith(f"The {scene} scene in the overview: ")
-        assert view.endswith("no frame.") if not shown else view.endswith(ep.source.caption(shown))
-        assert (answer_object(ep.question) in named_objects(view)) == s.meta["visible"]
+        if compact:
+            listed = view.split(": ", 1)[1].rstrip(".").split(", ")
+            truth = caption_objects(ep.source.caption(shown)) if shown else set()
+            assert set(listed) == (truth or {"nothing"}) and "(" not in view and " at " not in view
+        else:
+            assert view.endswith("no frame.") if not shown else view.endswith(ep.source.caption(shown))
+        assert (answer_object(ep.question) in (caption_objects if compact else named_objects)(view)) == s.meta["visible"]
         first, *later = s.assistant_texts
         think = first.split("</think>")[0]
         assert think.startswith(f"<think>\n{view} ")
@@ -1155,8 +1163,8 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         kinds[s.kind] += 1
     env.close()
     assert min(kinds.values()) >= 5, kinds
-    assert sft.data_key(sft.Args(direct_think="scene")) != sft.data_key(sft.Args(direct_think="needle"))
-    assert sft.parse_args(["--direct-think", "scene"]).direct_think == "scene"
+    assert sft.data_key(sft.Args(direct_think=view_mode)) != sft.data_key(sft.Args(direct_think="needle"))
+    assert sft.parse_args(["--direct-think", view_mode]).direct_think == view_mode
 
 
 def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():

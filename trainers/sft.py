@@ -326,9 +326,11 @@ class Args:
                                                        "blue circle.'), then checks the candidates against that text; "
                                                        "scene: the overview's frames of the question's scene "
                                                        "captioned first (in first tool turns too), then the needle "
-                                                       "line read off that caption",
+                                                       "line read off that caption; scene_compact: the same with "
+                                                       "only the objects' names (no positions, times or span), short "
+                                                       "enough for 64-token turns",
                                                        "choices": ("none", "needle", "needle_time", "all", "presence",
-                                                                   "transcribe_presence", "scene")})
+                                                                   "transcribe_presence", "scene", "scene_compact")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

@@ -81,7 +81,7 @@ from paravt_env.parsing import parse_turn
 from paravt_env.questions import LETTERS, Question
 from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
-from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES, uniform_timestamps
+from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES, parse_caption, uniform_timestamps
 
 KINDS = ("frame", "caption", "direct", "tool", "recall", "presence")
 DIALECTS = ("paravt", "native")
@@ -490,14 +490,19 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-def scene_overview_caption(env) -> str | None:
+SCENE_VIEWS = ("scene", "scene_compact")
+
+
+def scene_overview_caption(env, compact: bool = False) -> str | None:
     """What the overview shows of the scene a needle question names: the world's caption of just the overview frames
     of that scene after its name ("The meadow scene in the overview: Scenes: meadow scene (413.5-439.9 s). Objects:
     yellow diamond at bottom-left (426.7 s)."), or "The meadow scene in the overview: no frame." None where the
     question names no scene or the source has no captions. Filtering by scene first leaves the other scenes' objects
     (the rivals) out of the text the answer is then looked up in; each frame's scene is its own caption's. The line
     opens with the scene's name copied from the question: without it a mend learned to caption the overview from its
-    first frame, naming the first scene (benchmarks/results/scene_view/)."""
+    first frame, naming the first scene (benchmarks/results/scene_view/). ``compact``: only the objects, without
+    their positions or times and without the scene's span ("The meadow scene in the overview: small grey square,
+    yellow diamond." or "...: nothing."), about a third of the tokens, so a turn fits the trainers' 64 new tokens."""
     q = env.episode.question
     asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
     if asked is None:
@@ -508,6 +513,9 @@ def scene_overview_caption(env) -> str | None:
         return None
     shown = [t for t, text in captions if mark in text]
     said = source.caption(np.asarray(shown, dtype=np.float64)) if shown else "no frame."
+    if compact:
+        objects = (parse_caption(said) or ((), ()))[1] if shown else ()
+        said = ", ".join(e.what.split(" at ")[0] for e in objects) + "." if objects else "nothing."
     return f"The {asked.group(1)} scene in the overview: {said}"
 
 
@@ -528,11 +536,12 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
     diamond."); :func:`play_episode` opens a
     first tool turn with the same caption, so the decision to call follows what the model says it sees."""
     mode = "needle" if mode is True else mode
-    if mode == "scene":
-        shown = scene_overview_caption(env)
-        if shown is None:
+    if mode in SCENE_VIEWS:
+        full = scene_overview_caption(env)  # the grounded line is read off the full caption in either view
+        if full is None:
             return None
-        line = grounded_line(env, shown, "The overview shows", restate_options)
+        line = grounded_line(env, full, "The overview shows", restate_options)
+        shown = scene_overview_caption(env, compact=True) if mode == "scene_compact" else full
         return f"{shown} {line}" if line else shown
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
@@ -645,8 +654,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if grounded_direct_think and decision == "direct":
             think = grounded_direct(env.unwrapped, grounded_direct_think,
                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
-        if grounded_direct_think == "scene" and decision == "tool" and not turns:
-            shown = scene_overview_caption(env.unwrapped)
+        if grounded_direct_think in SCENE_VIEWS and decision == "tool" and not turns:
+            shown = scene_overview_caption(env.unwrapped, compact=grounded_direct_think == "scene_compact")
             if shown:  # a spread opener is put back in front below; any other decision line follows the caption
                 think = shown if opener and native_think == "spread" else f"{shown} {think}"
         if opener and native_think == "spread" and think != opener:
