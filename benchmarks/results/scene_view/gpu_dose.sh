@@ -6,9 +6,9 @@
 #   d3   lr 3e-4 (gpu_next.sh's rate, which lost the reading from v13).
 # Then perception on both draws. Returns results.tgz and one build archive per variant.
 #   run(command="bash benchmarks/results/scene_view/gpu_dose.sh", carry=[".whl", ".carry/sv/s3r"])
-# DOSE_VARIANTS ("name:init:lr ...", the first renders the corpus) and TOOL_ROWS (native tool traces) change the
+# DOSE_VARIANTS ("name:init:lr ...", the first renders the corpus), TOOL_ROWS (native tool traces) and DIRECT_THINK change the
 # runs; the second call, without native traces (s3r's CPU mend had none and read 0.84):
-#   run(command="TRAIN_S=400 TOOL_ROWS=0 DOSE_VARIANTS='n0:.carry/sv/s3r/cold_start:3e-4 r0:.carry/sv/d3/cold_start:1e-4'
+#   run(command="TRAIN_S=380 PERC_S=130 TOOL_ROWS=0 DOSE_VARIANTS='n0:.carry/sv/s3r/cold_start:3e-4 r0:.carry/sv/d3/cold_start:1e-4'
 #       bash benchmarks/results/scene_view/gpu_dose.sh", carry=[".whl", ".carry/sv/s3r", ".carry/sv/d3"])
 set -u
 . benchmarks/results/presence/device_lib.sh
@@ -16,7 +16,7 @@ install_carried_wheels
 R=$OUT/dose; mkdir -p $R
 DEADLINE=$(( $(date +%s) + ${TRAIN_S:-440} ))
 ARGS="--preset gpu --amp false --tool-prior strong
-  --grounded-think true --option-think true --presence-think true --direct-think scene
+  --grounded-think true --option-think true --presence-think true --direct-think ${DIRECT_THINK:-scene}
   --stage1-frame 3000 --stage1-caption 8000 --stage1-direct 6000 --stage1-tool ${TOOL_ROWS:-8000} --stage1-reading 8000
   --stage1-presence 30000 --reading-oracle-fraction 0.2 --drill-decisions false --stage1-direct-needle 20000
   --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 6000
