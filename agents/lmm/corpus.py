@@ -628,7 +628,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
     time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
     listed first, then that chain; ``"scene"``: the overview's frames of the question's scene captioned first, in
-    first tool turns too), and on global ones too (``"all"``).
+    first tool turns too; ``"scene_compact"``: the same with the objects' names alone), and on global ones too
+    (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,

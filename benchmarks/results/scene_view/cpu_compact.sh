@@ -5,7 +5,9 @@
 # weak prior's contrast at 64 and 96 new tokens.
 #   bash benchmarks/results/scene_view/cpu_compact.sh .carry/sv/n0/cold_start /tmp/c0
 set -eu
-START=$1 OUT_DIR=$2 R=benchmarks/results/scene_view/cpu_compact
+# R (the results folder) and EXTRA (more sft flags) may be set: a second round from c0 ran with
+#   R=benchmarks/results/scene_view/cpu_compact2 EXTRA="--seed 3" bash ... /tmp/c0/cold_start /tmp/c1
+START=$1 OUT_DIR=$2 R=${R:-benchmarks/results/scene_view/cpu_compact}
 mkdir -p $R
 python trainers/sft.py --preset cpu --tool-prior strong --init-from "$START" --out "$OUT_DIR" \
   --grounded-think true --option-think true --presence-think true --direct-think scene_compact \
@@ -13,7 +15,7 @@ python trainers/sft.py --preset cpu --tool-prior strong --init-from "$START" --o
   --stage1-presence 3000 --reading-oracle-fraction 0.2 --drill-decisions false --stage1-direct-needle 3000 \
   --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps ${STEPS:-300} \
   --stage1-lr 3e-4 --batch-size 32 --warmup 10 --perception-warmup 0 --caption-max-frames 16 --caption-aug-p 0.7 \
-  --oracle-fraction 0 --workers 2 --eval-every 0 > $R/mend.log 2>&1
+  --oracle-fraction 0 --workers 2 --eval-every 0 ${EXTRA:-} > $R/mend.log 2>&1
 cp "$OUT_DIR/sft_args.json" $R/sft_args.json
 python benchmarks/perception.py --checkpoint "$OUT_DIR/cold_start" --json $R/perc_s0.json > $R/perc_s0.log 2>&1
 for n in 64 96; do
