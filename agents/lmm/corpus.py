@@ -513,10 +513,15 @@ def scene_overview_caption(env, compact: bool = False) -> str | None:
         return None
     shown = [t for t, text in captions if mark in text]
     said = source.caption(np.asarray(shown, dtype=np.float64)) if shown else "no frame."
-    if compact:
-        objects = (parse_caption(said) or ((), ()))[1] if shown else ()
-        said = ", ".join(e.what.split(" at ")[0] for e in objects) + "." if objects else "nothing."
-    return f"The {asked.group(1)} scene in the overview: {said}"
+    view = f"The {asked.group(1)} scene in the overview: {said}"
+    return _compact_scene_view(view) if compact else view
+
+
+def _compact_scene_view(view: str) -> str:
+    """A full :func:`scene_overview_caption` line with its objects by name alone."""
+    head, said = view.split(": ", 1)
+    objects = (parse_caption(said) or ((), ()))[1]
+    return f"{head}: " + (", ".join(e.what.split(" at ")[0] for e in objects) + "." if objects else "nothing.")
 
 
 def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = False) -> str | None:
@@ -541,7 +546,7 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
         if full is None:
             return None
         line = grounded_line(env, full, "The overview shows", restate_options)
-        shown = scene_overview_caption(env, compact=True) if mode == "scene_compact" else full
+        shown = _compact_scene_view(full) if mode == "scene_compact" else full
         return f"{shown} {line}" if line else shown
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
