@@ -4,12 +4,14 @@
 # (--seed 0 and 1, n = 192 per arm each), with the baselines in $BASES measured on the same draws.
 #   STARTS="name:path/cold_start|..." BASES="name:path/cold_start|..." bash benchmarks/results/presence/gpu_tail.sh
 # The recorded call (tail_call/, README section 8): the v13 caption mends cr90long and cr90 (gpu_capmend.sh),
-# with BASES="v12:agents/lmm/checkpoints/tiny-strong/cold_start|v13:benchmarks/results/presence/v13_candidate/cold_start"
+# with BASES="v12:agents/lmm/checkpoints/tiny-strong/cold_start|v13:benchmarks/results/presence/v13_candidate/cold_start".
+# THINK (the builds' think flags, used in the native step's traces) and PRIOR_TOKENS (the prior's new tokens a turn,
+# default 96) may be set.
 set -u
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 OUTR=$OUT/tail; mkdir -p $OUTR; R=$OUTR
-THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
+THINK=${THINK:-"--grounded-think true --option-think true --presence-think true --direct-think needle"}
 place() {  # place ROOT "name:path|..." -> the names; each path copied with its record (K and frame size) to ROOT/name
   local root=$1 spec; IFS='|' read -r -a specs <<< "$2"
   for spec in "${specs[@]}"; do
@@ -24,7 +26,7 @@ v11_tail /tmp/s /tmp/n /tmp/f $NAMES
 BASE_NAMES=$(place /tmp/f "${BASES:-}")
 for v in $NAMES $BASE_NAMES; do
   python3 benchmarks/prior.py --strong /tmp/f/$v/cold_start --only strong --episodes 48 --device cuda \
-    --out $OUTR/prior_$v > $OUTR/prior_$v.log 2>&1 &
+    --max-new-tokens "${PRIOR_TOKENS:-96}" --out $OUTR/prior_$v > $OUTR/prior_$v.log 2>&1 &
 done
 for seed in 0 1; do
   mkdir -p $OUTR/s$seed

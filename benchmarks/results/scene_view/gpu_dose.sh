@@ -6,8 +6,8 @@
 #   d3   lr 3e-4 (gpu_next.sh's rate, which lost the reading from v13).
 # Then perception on both draws. Returns results.tgz and one build archive per variant.
 #   run(command="bash benchmarks/results/scene_view/gpu_dose.sh", carry=[".whl", ".carry/sv/s3r"])
-# DOSE_VARIANTS ("name:init:lr ...", the first renders the corpus), TOOL_ROWS (native tool traces) and DIRECT_THINK change the
-# runs; the second call, without native traces (s3r's CPU mend had none and read 0.84):
+# DOSE_VARIANTS ("name:init:lr ...", the first renders the corpus), TOOL_ROWS (native tool traces), DIRECT_THINK and
+# EXTRA_ARGS (more sft flags for every variant, e.g. another data --seed) change the runs; the second call, without native traces (s3r's CPU mend had none and read 0.84):
 #   run(command="TRAIN_S=380 PERC_S=130 TOOL_ROWS=0 DOSE_VARIANTS='n0:.carry/sv/s3r/cold_start:3e-4 r0:.carry/sv/d3/cold_start:1e-4'
 #       bash benchmarks/results/scene_view/gpu_dose.sh", carry=[".whl", ".carry/sv/s3r", ".carry/sv/d3"])
 set -u
@@ -21,7 +21,7 @@ ARGS="--preset gpu --amp false --tool-prior strong
   --stage1-presence 30000 --reading-oracle-fraction 0.2 --drill-decisions false --stage1-direct-needle 20000
   --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0 --stage1-steps 6000
   --warmup 50 --perception-warmup 0 --caption-max-frames 16 --caption-aug-p 0.7 --workers 15 --search-agent scene
-  --deadline-unix $DEADLINE --eval-every 0 --batch-size 256 --batch-tokens 49152 --oracle-fraction 0"
+  --deadline-unix $DEADLINE --eval-every 0 --batch-size 256 --batch-tokens 49152 --oracle-fraction 0 ${EXTRA_ARGS:-}"
 read -r -a VARS <<< "${DOSE_VARIANTS:-d1:.carry/sv/s3r/cold_start:1e-4 d3:.carry/sv/s3r/cold_start:3e-4}"
 NAMES=""
 for spec in "${VARS[@]}"; do
