@@ -1119,13 +1119,14 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     assert timed >= 4, timed
 
 
-@pytest.mark.parametrize("view_mode", ["scene", "scene_compact"])
+@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span"])
 def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_turns(view_mode):
     """--direct-think scene: every first turn on a needle question opens with the question's scene and the world's
     caption of exactly the overview frames of that scene (each frame's scene read from its own caption); it names
     the answer object when (and only when) the overview shows the evidence, a direct answer then names it in the
     grounded line, and a tool turn keeps its decision line after the caption. Later turns are untouched.
-    scene_compact: the same objects by name alone (no positions, times or span)."""
+    scene_compact: the same objects by name alone (no positions, times or span); scene_span: those names after the
+    scene's span as the full caption prints it."""
     import re
 
     from agents.lmm.corpus import THINK_TOOL, answer_object, caption_scenes, named_objects, scene_overview_caption
@@ -1136,19 +1137,22 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     samples = build_corpus(0, 10, 10, "paravt", seed=6, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
                            index_range=(0, 3000))
-    compact = view_mode == "scene_compact"
+    compact = view_mode != "scene"
     kinds = {"direct": 0, "tool": 0}
     for s in samples:
         env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
         ep, overview = env.unwrapped.episode, env.unwrapped.overview
         scene = QUESTION_SCENE_RE.search(ep.question.text).group(1)
         shown = [t for t in overview.timestamps if caption_scenes(ep.source.caption([t])) == [scene]]
-        view = scene_overview_caption(env.unwrapped, compact=compact)
-        assert view.startswith(f"The {scene} scene in the overview: ")
+        view = scene_overview_caption(env.unwrapped, view=view_mode)
+        full_span = re.search(r"scene \(([^)]*)\)", scene_overview_caption(env.unwrapped))
+        head = f"The {scene} scene in the overview" + (f" ({full_span[1]})" if view_mode == "scene_span" and shown else "")
+        assert view.startswith(f"{head}: ")
         if compact:
-            listed = view.split(": ", 1)[1].rstrip(".").split(", ")
+            listed = view[len(head) + 2:].rstrip(".").split(", ")
             truth = caption_objects(ep.source.caption(shown)) if shown else set()
-            assert set(listed) == (truth or {"nothing"}) and "(" not in view and " at " not in view
+            assert set(listed) == (truth or {"nothing"}) and " at " not in view
+            assert view.count("(") == (view_mode == "scene_span" and bool(shown))
         else:
             assert view.endswith("no frame.") if not shown else view.endswith(ep.source.caption(shown))
         assert (answer_object(ep.question) in (caption_objects if compact else named_objects)(view)) == s.meta["visible"]

@@ -328,9 +328,11 @@ class Args:
                                                        "captioned first (in first tool turns too), then the needle "
                                                        "line read off that caption; scene_compact: the same with "
                                                        "only the objects' names (no positions, times or span), short "
-                                                       "enough for 64-token turns",
+                                                       "enough for 64-token turns; scene_span: those names after the "
+                                                       "scene's span",
                                                        "choices": ("none", "needle", "needle_time", "all", "presence",
-                                                                   "transcribe_presence", "scene", "scene_compact")})
+                                                                   "transcribe_presence", "scene", "scene_compact",
+                                                                   "scene_span")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

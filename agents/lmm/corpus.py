@@ -490,19 +490,22 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-SCENE_VIEWS = ("scene", "scene_compact")
+SCENE_VIEWS = ("scene", "scene_compact", "scene_span")
 
 
-def scene_overview_caption(env, compact: bool = False) -> str | None:
+def scene_overview_caption(env, view: str = "scene") -> str | None:
     """What the overview shows of the scene a needle question names: the world's caption of just the overview frames
     of that scene after its name ("The meadow scene in the overview: Scenes: meadow scene (413.5-439.9 s). Objects:
     yellow diamond at bottom-left (426.7 s)."), or "The meadow scene in the overview: no frame." None where the
     question names no scene or the source has no captions. Filtering by scene first leaves the other scenes' objects
     (the rivals) out of the text the answer is then looked up in; each frame's scene is its own caption's. The line
     opens with the scene's name copied from the question: without it a mend learned to caption the overview from its
-    first frame, naming the first scene (benchmarks/results/scene_view/). ``compact``: only the objects, without
-    their positions or times and without the scene's span ("The meadow scene in the overview: small grey square,
-    yellow diamond." or "...: nothing."), about a third of the tokens, so a turn fits the trainers' 64 new tokens."""
+    first frame, naming the first scene (benchmarks/results/scene_view/). ``view`` (one of :data:`SCENE_VIEWS`):
+    ``"scene"`` the full caption; ``"scene_compact"`` only the objects, without their positions or times and without
+    the scene's span ("The meadow scene in the overview: small grey square, yellow diamond." or "...: nothing."),
+    about a third of the tokens, so a turn fits the trainers' 64 new tokens; ``"scene_span"`` the compact line with
+    the scene's span kept after its name ("The meadow scene in the overview (413.5-439.9 s): yellow diamond."), the
+    times of its first and last frames, copied from the prompt, as a pointer for the list that follows."""
     q = env.episode.question
     asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
     if asked is None:
@@ -513,14 +516,17 @@ def scene_overview_caption(env, compact: bool = False) -> str | None:
         return None
     shown = [t for t, text in captions if mark in text]
     said = source.caption(np.asarray(shown, dtype=np.float64)) if shown else "no frame."
-    view = f"The {asked.group(1)} scene in the overview: {said}"
-    return _compact_scene_view(view) if compact else view
+    full = f"The {asked.group(1)} scene in the overview: {said}"
+    return full if view == "scene" else _compact_scene_view(full, span=view == "scene_span")
 
 
-def _compact_scene_view(view: str) -> str:
-    """A full :func:`scene_overview_caption` line with its objects by name alone."""
-    head, said = view.split(": ", 1)
-    objects = (parse_caption(said) or ((), ()))[1]
+def _compact_scene_view(full: str, span: bool = False) -> str:
+    """A full :func:`scene_overview_caption` line with its objects by name alone; ``span``: the scene's span, as the
+    caption prints it, kept after the scene's name."""
+    head, said = full.split(": ", 1)
+    scenes, objects = parse_caption(said) or ((), ())
+    if span and scenes:
+        head += " (" + said.split(" (", 1)[1].split(")", 1)[0] + ")"  # the caption's own digits, e.g. "413.5-439.9 s"
     return f"{head}: " + (", ".join(e.what.split(" at ")[0] for e in objects) + "." if objects else "nothing.")
 
 
@@ -546,7 +552,7 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
         if full is None:
             return None
         line = grounded_line(env, full, "The overview shows", restate_options)
-        shown = _compact_scene_view(full) if mode == "scene_compact" else full
+        shown = full if mode == "scene" else _compact_scene_view(full, span=mode == "scene_span")
         return f"{shown} {line}" if line else shown
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
@@ -633,7 +639,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     ``"options"``): on needle questions (True or ``"needle"``; ``"needle_time"``: the line opens with the frame's
     time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
     listed first, then that chain; ``"scene"``: the overview's frames of the question's scene captioned first, in
-    first tool turns too; ``"scene_compact"``: the same with the objects' names alone), and on global ones too
+    first tool turns too; ``"scene_compact"``: the same with the objects' names alone; ``"scene_span"``: those names
+    after the scene's span), and on global ones too
     (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
@@ -661,7 +668,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = grounded_direct(env.unwrapped, grounded_direct_think,
                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
         if grounded_direct_think in SCENE_VIEWS and decision == "tool" and not turns:
-            shown = scene_overview_caption(env.unwrapped, compact=grounded_direct_think == "scene_compact")
+            shown = scene_overview_caption(env.unwrapped, view=grounded_direct_think)
             if shown:  # a spread opener is put back in front below; any other decision line follows the caption
                 think = shown if opener and native_think == "spread" else f"{shown} {think}"
         if opener and native_think == "spread" and think != opener:
