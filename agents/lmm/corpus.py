@@ -516,16 +516,17 @@ def scene_overview_caption(env, view: str = "scene") -> str | None:
         return None
     shown = [t for t, text in captions if mark in text]
     said = source.caption(np.asarray(shown, dtype=np.float64)) if shown else "no frame."
-    full = f"The {asked.group(1)} scene in the overview: {said}"
-    return full if view == "scene" else _compact_scene_view(full, span=view == "scene_span")
+    return _scene_view_of(f"The {asked.group(1)} scene in the overview: {said}", view)
 
 
-def _compact_scene_view(full: str, span: bool = False) -> str:
-    """A full :func:`scene_overview_caption` line with its objects by name alone; ``span``: the scene's span, as the
-    caption prints it, kept after the scene's name."""
+def _scene_view_of(full: str, view: str) -> str:
+    """A full :func:`scene_overview_caption` line in ``view``: as it is (``"scene"``), or with its objects by name
+    alone, after the scene's span as the caption prints it for ``"scene_span"``."""
+    if view == "scene":
+        return full
     head, said = full.split(": ", 1)
     scenes, objects = parse_caption(said) or ((), ())
-    if span and scenes:
+    if view == "scene_span" and scenes:
         head += " (" + said.split(" (", 1)[1].split(")", 1)[0] + ")"  # the caption's own digits, e.g. "413.5-439.9 s"
     return f"{head}: " + (", ".join(e.what.split(" at ")[0] for e in objects) + "." if objects else "nothing.")
 
@@ -552,7 +553,7 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
         if full is None:
             return None
         line = grounded_line(env, full, "The overview shows", restate_options)
-        shown = full if mode == "scene" else _compact_scene_view(full, span=mode == "scene_span")
+        shown = _scene_view_of(full, mode)
         return f"{shown} {line}" if line else shown
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question
@@ -640,8 +641,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
     listed first, then that chain; ``"scene"``: the overview's frames of the question's scene captioned first, in
     first tool turns too; ``"scene_compact"``: the same with the objects' names alone; ``"scene_span"``: those names
-    after the scene's span), and on global ones too
-    (``"all"``).
+    after the scene's span), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
