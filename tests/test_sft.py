@@ -783,6 +783,37 @@ def test_init_from_continues_a_checkpoint_and_refuses_another_tokenizer(tmp_path
         sft.build_base(sft.parse_args(["--init-from", str(tmp_path / "missing"), *common]), tok)
 
 
+def test_grow_layers_starts_from_the_parents_function_and_trains_the_new_layers(tmp_path, shared_corpus):
+    """``--grow-layers``: the grown model computes exactly the parent's logits at the start (the new layers add
+    zero to the residual stream), the build trains them away from zero, and the saved child reloads with the
+    grown depth, which a further ``--init-from`` keeps."""
+    sft = _sft()
+    common = ["--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus, "--stage1-steps", "2",
+              "--stage2-steps", "0", *TINY, "--eval-frames", "0", "--eval-crops", "0"]
+    parent_dir = sft.main(sft.parse_args(["--out", str(tmp_path / "parent"), *common]))
+    parent, tok, _ = load_checkpoint(str(parent_dir))
+    grown = sft.build_base(sft.parse_args(["--init-from", str(parent_dir), "--grow-layers", "2", *common]), tok)
+    assert len(grown.model.language_model.layers) == len(parent.model.language_model.layers) + 2
+    ids = torch.randint(10, len(tok) - 1, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(grown(input_ids=ids).logits, parent(input_ids=ids).logits, rtol=0, atol=0)
+        out_parent = parent.generate(input_ids=ids[:, :12], max_new_tokens=8, do_sample=False)
+        out_grown = grown.generate(input_ids=ids[:, :12], max_new_tokens=8, do_sample=False)  # the KV cache too
+    assert torch.equal(out_parent, out_grown)
+    child_dir = sft.main(sft.parse_args(["--out", str(tmp_path / "child"), "--init-from", str(parent_dir),
+                                         "--grow-layers", "2", *common]))
+    child, _, _ = load_checkpoint(str(child_dir))
+    layers = child.model.language_model.layers
+    assert len(layers) == child.config.text_config.num_hidden_layers == len(parent.model.language_model.layers) + 2
+    assert [i for i, layer in enumerate(layers) if layer.self_attn.layer_idx != i] == []
+    assert any(layer.self_attn.o_proj.weight.abs().sum() == 0 for layer in grown.model.language_model.layers)
+    assert all(layer.self_attn.o_proj.weight.abs().sum() > 0 for layer in layers)   # trained off zero
+    again = sft.build_base(sft.parse_args(["--init-from", str(child_dir), *common]), tok)
+    assert len(again.model.language_model.layers) == len(layers)
+    with pytest.raises(SystemExit, match="needs --init-from"):
+        sft.build_base(sft.parse_args(["--grow-layers", "2", *common]), tok)
+
+
 def test_grounded_think_names_the_needle_the_responses_show():
     """--grounded-think: after tool turns on needle questions the think line names the needle as the
     tool responses name it (and it is the answer); other families keep the fixed line; the corpus

@@ -216,6 +216,11 @@ class Args:
                                                 "tokenizer must be this corpus's; its frame size, crop frames and "
                                                 "budgets carry over unless given. Builds on one GPU call across "
                                                 "several (see the module docstring)"})
+    grow_layers: int = field(default=0, metadata={"help": "with --init-from: insert this many decoder layers, each a "
+                                                  "copy of the layer below with its output projections zeroed, so "
+                                                  "the grown model starts computing exactly what its parent did "
+                                                  "(agents.lmm.tiny_qwen.grow_depth); 4 doubles the tiny model's "
+                                                  "4 layers (7.8 MB)"})
     checkpoint_every_s: float = field(default=90.0, metadata={"help": "save the resumable run state every N seconds"})
     # world
     world_seed: int = field(default=0, metadata={"help": "synthetic world seed (train split for corpora)"})
@@ -983,24 +988,24 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
 
 
 def build_base(args: Args, tokenizer):
-    """The tiny model around ``tokenizer`` on ``args.device``: random init, or ``--init-from``'s weights."""
-    model = build_tiny_model(tokenizer, seed=args.seed)
-    if args.init_from:
-        from agents.lmm.tiny_qwen import load_checkpoint
+    """The model around ``tokenizer`` on ``args.device``: the tiny model at a random init, or ``--init-from``'s
+    checkpoint in its own shape (a grown parent stays grown), then ``--grow-layers`` more layers."""
+    if not args.init_from:
+        if args.grow_layers:
+            raise SystemExit("--grow-layers needs --init-from: a random init can be built at any depth directly")
+        return build_tiny_model(tokenizer, seed=args.seed).to(args.device)
+    from agents.lmm.tiny_qwen import grow_depth, load_checkpoint
 
-        path = init_path(args)
-        if not (path / "config.json").is_file():
-            raise SystemExit(f"--init-from {args.init_from}: {path} is not a checkpoint folder (no config.json)")
-        init, init_tok, _ = load_checkpoint(str(path))
-        if init_tok.get_vocab() != tokenizer.get_vocab():
-            raise SystemExit(f"--init-from {path}: its tokenizer differs from this corpus's (another --vocab-size "
-                             f"or corpus); continue from a checkpoint built with the same data settings")
-        try:
-            model.load_state_dict(init.state_dict())
-        except RuntimeError as exc:
-            raise SystemExit(f"--init-from {path}: weights do not fit the tiny model "
-                             f"({str(exc).splitlines()[0][:200]})") from None
-    return model.to(args.device)
+    path = init_path(args)
+    if not (path / "config.json").is_file():
+        raise SystemExit(f"--init-from {args.init_from}: {path} is not a checkpoint folder (no config.json)")
+    model, init_tok, _ = load_checkpoint(str(path))
+    if init_tok.get_vocab() != tokenizer.get_vocab():
+        raise SystemExit(f"--init-from {path}: its tokenizer differs from this corpus's (another --vocab-size "
+                         f"or corpus); continue from a checkpoint built with the same data settings")
+    if args.grow_layers < 0:
+        raise SystemExit(f"--grow-layers must be >= 0, got {args.grow_layers}")
+    return grow_depth(model, args.grow_layers).to(args.device)
 
 
 def init_path(args: Args) -> Path:

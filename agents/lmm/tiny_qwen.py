@@ -102,6 +102,41 @@ def build_tiny_model(tokenizer, seed: int = 0, **text_overrides) -> Qwen2_5_VLFo
     return model.eval()
 
 
+def grow_depth(model, new_layers: int):
+    """Give ``model``'s language model ``new_layers`` more decoder layers, in place, without changing what it
+    computes: each new layer is a copy of the layer below it with its attention output and MLP down projections
+    zeroed, so it adds nothing to the residual stream until training moves those two matrices (block expansion,
+    as in LLaMA-Pro). The copies start from a working layer's features rather than noise, and the new layers are
+    spread evenly through the stack. Returns ``model``."""
+    import copy
+
+    if new_layers < 0:
+        raise ValueError(f"grow_depth: new_layers must be >= 0, got {new_layers}")
+    lm = model.model.language_model
+    old = list(lm.layers)
+    # insert after layer round((j + 1) * n / new) - 1: after every layer for new == n, every other one for n / 2
+    after = [max(0, round((j + 1) * len(old) / new_layers) - 1) for j in range(new_layers)] if new_layers else []
+    layers, types = [], []
+    for i, layer in enumerate(old):
+        layers.append(layer)
+        types.append(lm.config.layer_types[i])
+        for _ in range(after.count(i)):
+            new = copy.deepcopy(layer)
+            torch.nn.init.zeros_(new.self_attn.o_proj.weight)
+            torch.nn.init.zeros_(new.mlp.down_proj.weight)
+            for bias in (new.self_attn.o_proj.bias, new.mlp.down_proj.bias):
+                if bias is not None:
+                    torch.nn.init.zeros_(bias)
+            layers.append(new)
+            types.append(lm.config.layer_types[i])
+    for idx, layer in enumerate(layers):  # the KV cache is indexed by layer_idx
+        layer.self_attn.layer_idx = idx
+    lm.layers = torch.nn.ModuleList(layers)
+    lm.config.num_hidden_layers = len(layers)
+    lm.config.layer_types = types
+    return model
+
+
 def build_image_processor(**overrides) -> Qwen2VLImageProcessorPil:
     """The stock Qwen2-VL image processor, PIL backend (works without torchvision)."""
     return Qwen2VLImageProcessorPil(**dict(TINY_IMAGE, **overrides))

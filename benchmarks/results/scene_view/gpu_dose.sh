@@ -6,7 +6,8 @@
 #   d3   lr 3e-4 (gpu_next.sh's rate, which lost the reading from v13).
 # Then perception on both draws. Returns results.tgz and one build archive per variant.
 #   run(command="bash benchmarks/results/scene_view/gpu_dose.sh", carry=[".whl", ".carry/sv/s3r"])
-# DOSE_VARIANTS ("name:init:lr ...", the first renders the corpus), TOOL_ROWS (native tool traces), DIRECT_THINK and
+# DOSE_VARIANTS ("name:init:lr[:own,flags] ...", the first renders the corpus; own flags only for that variant, commas for spaces, e.g.
+# "g8:agents/lmm/checkpoints/tiny-weak/cold_start:3e-4:--grow-layers,4"), TOOL_ROWS (native tool traces), DIRECT_THINK and
 # EXTRA_ARGS (more sft flags for every variant, e.g. another data --seed) change the runs; the second call, without native traces (s3r's CPU mend had none and read 0.84):
 #   run(command="TRAIN_S=380 PERC_S=130 TOOL_ROWS=0 DOSE_VARIANTS='n0:.carry/sv/s3r/cold_start:3e-4 r0:.carry/sv/d3/cold_start:1e-4'
 #       bash benchmarks/results/scene_view/gpu_dose.sh", carry=[".whl", ".carry/sv/s3r", ".carry/sv/d3"])
@@ -25,9 +26,9 @@ ARGS="--preset gpu --amp false --tool-prior strong
 read -r -a VARS <<< "${DOSE_VARIANTS:-d1:.carry/sv/s3r/cold_start:1e-4 d3:.carry/sv/s3r/cold_start:3e-4}"
 NAMES=""
 for spec in "${VARS[@]}"; do
-  IFS=: read -r name init lr <<< "$spec"; NAMES="$NAMES $name"
-  # shellcheck disable=SC2086  # ARGS is a list of flags
-  python3 trainers/sft.py $ARGS --init-from "$init" --stage1-lr "$lr" --out /tmp/m/$name > $R/mend_$name.log 2>&1 &
+  IFS=: read -r name init lr own <<< "$spec"; NAMES="$NAMES $name"
+  # shellcheck disable=SC2086  # ARGS and the variant's own flags (commas for spaces) are lists of flags
+  python3 trainers/sft.py $ARGS --init-from "$init" --stage1-lr "$lr" ${own//,/ } --out /tmp/m/$name > $R/mend_$name.log 2>&1 &
   # the next variant reads the corpus this one renders (the same data flags)
   until grep -aq "corpus ready" $R/mend_$name.log || ! kill -0 $! 2>/dev/null; do sleep 2; done
 done
