@@ -68,7 +68,7 @@ v11_tail() {
   local in=$1 native=$2 out=$3 v; shift 3
   local L=${NATIVE_L:-300}
   for v in "$@"; do
-    timeout 170 python3 benchmarks/cold_start_length.py --base-strong "$in/$v/cold_start" --native-by trace \
+    timeout "${NATIVE_S:-170}" python3 benchmarks/cold_start_length.py --base-strong "$in/$v/cold_start" --native-by trace \
       --native-think spread --episodes 48 --device cuda --workers 7 --rollout-batch 96 --build-dir "$native/$v" \
       --sft-args "$THINK" --native-shares 0.65 --lengths "$L" --out "$R/native_$v" > "$R/native_$v.log" 2>&1 &
   done
