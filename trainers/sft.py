@@ -992,7 +992,7 @@ def build_base(args: Args, tokenizer):
     checkpoint in its own shape (a grown parent stays grown), then ``--grow-layers`` more layers."""
     if not args.init_from:
         if args.grow_layers:
-            raise SystemExit("--grow-layers needs --init-from: a random init can be built at any depth directly")
+            raise SystemExit("--grow-layers needs --init-from: it grows a trained parent, keeping what the parent computes")
         return build_tiny_model(tokenizer, seed=args.seed).to(args.device)
     from agents.lmm.tiny_qwen import grow_depth, load_checkpoint
 
