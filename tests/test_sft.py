@@ -810,8 +810,8 @@ def test_grow_layers_starts_from_the_parents_function_and_trains_the_new_layers(
     assert all(layer.self_attn.o_proj.weight.abs().sum() > 0 for layer in layers)   # trained off zero
     again = sft.build_base(sft.parse_args(["--init-from", str(child_dir), *common]), tok)
     assert len(again.model.language_model.layers) == len(layers)
-    with pytest.raises(SystemExit, match="needs --init-from"):
-        sft.build_base(sft.parse_args(["--grow-layers", "2", *common]), tok)
+    with pytest.raises(SystemExit, match="with --init-from"):   # refused before any corpus is rendered
+        sft.main(sft.parse_args(["--out", str(tmp_path / "refused"), "--grow-layers", "2", *common]))
 
 
 def test_grounded_think_names_the_needle_the_responses_show():

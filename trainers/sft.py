@@ -991,8 +991,6 @@ def build_base(args: Args, tokenizer):
     """The model around ``tokenizer`` on ``args.device``: the tiny model at a random init, or ``--init-from``'s
     checkpoint in its own shape (a grown parent stays grown), then ``--grow-layers`` more layers."""
     if not args.init_from:
-        if args.grow_layers:
-            raise SystemExit("--grow-layers needs --init-from: it grows a trained parent, keeping what the parent computes")
         return build_tiny_model(tokenizer, seed=args.seed).to(args.device)
     from agents.lmm.tiny_qwen import grow_depth, load_checkpoint
 
@@ -1003,8 +1001,6 @@ def build_base(args: Args, tokenizer):
     if init_tok.get_vocab() != tokenizer.get_vocab():
         raise SystemExit(f"--init-from {path}: its tokenizer differs from this corpus's (another --vocab-size "
                          f"or corpus); continue from a checkpoint built with the same data settings")
-    if args.grow_layers < 0:
-        raise SystemExit(f"--grow-layers must be >= 0, got {args.grow_layers}")
     return grow_depth(model, args.grow_layers).to(args.device)
 
 
@@ -1036,6 +1032,9 @@ def main(args: Args) -> Path:
         if getattr(args, flag) and not args.grounded_think:
             raise SystemExit(f"--{flag.replace('_', '-')} shapes the grounded think line: give it with "
                              "--grounded-think true")
+    if args.grow_layers < 0 or (args.grow_layers and not args.init_from):
+        raise SystemExit(f"--grow-layers {args.grow_layers}: give a count >= 0, with --init-from (it grows a trained "
+                         "parent, keeping what the parent computes)")
     if args.scene_presence and not args.presence_think:
         raise SystemExit("--scene-presence shapes the presence chain: give it with --presence-think true")
     # The drill flags shape the drill parts only; a run that gives them without drills would silently train
