@@ -1150,17 +1150,19 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     assert timed >= 4, timed
 
 
-@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span"])
+@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span", "scene_chain"])
 def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_turns(view_mode):
     """--direct-think scene: every first turn on a needle question opens with the question's scene and the world's
     caption of exactly the overview frames of that scene (each frame's scene read from its own caption); it names
     the answer object when (and only when) the overview shows the evidence, a direct answer then names it in the
     grounded line, and a tool turn keeps its decision line after the caption. Later turns are untouched.
     scene_compact: the same objects by name alone (no positions, times or span); scene_span: those names after the
-    scene's span as the full caption prints it."""
+    scene's span as the full caption prints it; scene_chain: the compact names, then a direct answer checks the
+    candidates one by one against them, up to the answer ("...: yes.")."""
     import re
 
-    from agents.lmm.corpus import THINK_TOOL, answer_object, caption_scenes, named_objects, scene_overview_caption
+    from agents.lmm.corpus import (THINK_TOOL, answer_object, caption_scenes, named_objects, presence_line,
+                                   scene_overview_caption)
     from agents.scripted import QUESTION_SCENE_RE
     from trainers import sft
 
@@ -1169,7 +1171,7 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
                            grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
                            index_range=(0, 3000))
     compact = view_mode != "scene"
-    kinds = {"direct": 0, "tool": 0}
+    kinds = {"direct": 0, "tool": 0, "chain": 0}
     for s in samples:
         env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
         ep, overview = env.unwrapped.episode, env.unwrapped.overview
@@ -1190,14 +1192,19 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         first, *later = s.assistant_texts
         think = first.split("</think>")[0]
         assert think.startswith(f"<think>\n{view} ")
-        if s.kind == "direct":
+        chain = view_mode == "scene_chain" and presence_line(ep.question, scene_overview_caption(env.unwrapped))
+        if s.kind == "direct" and chain:
+            assert think.rstrip() == f"<think>\n{view} {chain}" and chain.endswith(f"{answer_object(ep.question)}: yes.")
+            assert "The overview shows" not in think
+            kinds["chain"] += 1
+        elif s.kind == "direct":
             assert re.search(rf"The overview shows a {answer_object(ep.question)}\b", think)
         else:
             assert think.rstrip().endswith(THINK_TOOL) and "<tool_call>" in first
             assert not any("in the overview:" in t for t in later)
         kinds[s.kind] += 1
     env.close()
-    assert min(kinds.values()) >= 5, kinds
+    assert min(kinds["direct"], kinds["tool"]) >= 5 and (kinds["chain"] >= 5) == (view_mode == "scene_chain"), kinds
     assert sft.data_key(sft.Args(direct_think=view_mode)) != sft.data_key(sft.Args(direct_think="needle"))
     assert sft.parse_args(["--direct-think", view_mode]).direct_think == view_mode
 

@@ -334,10 +334,11 @@ class Args:
                                                        "line read off that caption; scene_compact: the same with "
                                                        "only the objects' names (no positions, times or span), short "
                                                        "enough for 64-token turns; scene_span: those names after the "
-                                                       "scene's span",
+                                                       "scene's span; scene_chain: the compact names, then the "
+                                                       "presence chain of them instead of the needle line",
                                                        "choices": ("none", "needle", "needle_time", "all", "presence",
                                                                    "transcribe_presence", "scene", "scene_compact",
-                                                                   "scene_span")})
+                                                                   "scene_span", "scene_chain")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

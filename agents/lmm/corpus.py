@@ -490,7 +490,7 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-SCENE_VIEWS = ("scene", "scene_compact", "scene_span")
+SCENE_VIEWS = ("scene", "scene_compact", "scene_span", "scene_chain")
 
 
 def scene_overview_caption(env, view: str = "scene") -> str | None:
@@ -505,7 +505,8 @@ def scene_overview_caption(env, view: str = "scene") -> str | None:
     the scene's span ("The meadow scene in the overview: small grey square, yellow diamond." or "...: nothing."),
     about a third of the tokens, so a turn fits the trainers' 64 new tokens; ``"scene_span"`` the compact line with
     the scene's span kept after its name ("The meadow scene in the overview (413.5-439.9 s): yellow diamond."), the
-    times of its first and last frames, copied from the prompt, as a pointer for the list that follows."""
+    times of its first and last frames, copied from the prompt, as a pointer for the list that follows;
+    ``"scene_chain"`` the compact line (what :func:`grounded_direct` then does differs)."""
     q = env.episode.question
     asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
     if asked is None:
@@ -546,12 +547,19 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
     :func:`scene_overview_caption` first, then the grounded line read off it ("The meadow scene in the overview:
     Scenes: meadow scene (...). Objects: yellow diamond at bottom-left (426.7 s). The overview shows a yellow
     diamond."); :func:`play_episode` opens a
-    first tool turn with the same caption, so the decision to call follows what the model says it sees."""
+    first tool turn with the same caption, so the decision to call follows what the model says it sees.
+    ``"scene_chain"``: the compact caption, then the :func:`presence_line` of it instead of the grounded line
+    ("...: green star, magenta triangle. red star: no; green star: yes."), where that chain ends at the answer (else
+    the grounded line). Weak v10 named the answer in its compact list on 0.77 of the K = 64 needle items but picked
+    it out of the list on only 0.57 of those (at K <= 32: 0.89-1.00); a check per candidate is the lookup that forms
+    where naming one of several in one step does not (:func:`presence_line`)."""
     mode = "needle" if mode is True else mode
     if mode in SCENE_VIEWS:
         full = scene_overview_caption(env)  # the grounded line is read off the full caption in either view
         if full is None:
             return None
+        if mode == "scene_chain" and (chain := presence_line(env.episode.question, full)):
+            return f"{_scene_view_of(full, mode)} {chain}"
         line = grounded_line(env, full, "The overview shows", restate_options)
         shown = _scene_view_of(full, mode)
         return f"{shown} {line}" if line else shown
