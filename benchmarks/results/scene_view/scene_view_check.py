@@ -64,13 +64,16 @@ for j, (env, text, (i, k)) in enumerate(zip(envs, texts, items)):
     records.append(dict(k=k, family=env.episode.question.family, question=env.episode.question.text,
                         target=target, said=sorted(names), truth=sorted(t_needles) if view != "scene" else None,
                         rival_named=rival, correct=correct, text=text))
-    c["scene_right"] += bool(truth) and truth.split(" Objects:")[0] in said  # full view only
+    # the full view's scene span, word for word; a compact view has no span, so its whole line
+    c["scene_right"] += bool(truth) and truth.split(" Objects:")[0] in said
     if j < show or (j >= len(items) // 2 and j < len(items) // 2 + show):
         print(f"--- K={k} {env.episode.question.text} {env.episode.question.options or ''} answer "
               f"{env.episode.question.answer} ({'right' if correct else 'wrong'})\n  truth: {truth}\n  model: "
               f"{text.strip()[:400]}")
 print(f"\n{ck}: {len(items)} needle items")
-print("| K | n | needle precision | needle recall | answer object named | scene span word for word | answer right | right when named | right when not | named, no rival named | right then |")
+print(f"| K | n | needle precision | needle recall | answer object named | "
+      f"{'scene span' if view == 'scene' else 'whole line'} word for word | answer right | right when named | "
+      "right when not | named, no rival named | right then |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for k in sorted(by_k) + ["all"]:
     c = sum(by_k.values(), collections.Counter()) if k == "all" else by_k[k]
