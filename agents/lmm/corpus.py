@@ -558,10 +558,10 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
         full = scene_overview_caption(env)  # the grounded line is read off the full caption in either view
         if full is None:
             return None
-        if mode == "scene_chain" and (chain := presence_line(env.episode.question, full)):
-            return f"{_scene_view_of(full, mode)} {chain}"
-        line = grounded_line(env, full, "The overview shows", restate_options)
         shown = _scene_view_of(full, mode)
+        if mode == "scene_chain" and (chain := presence_line(env.episode.question, full)):
+            return f"{shown} {chain}"
+        line = grounded_line(env, full, "The overview shows", restate_options)
         return f"{shown} {line}" if line else shown
     said = env.episode.source.caption(np.asarray(env.overview.timestamps, dtype=np.float64))
     q = env.episode.question

@@ -32,6 +32,8 @@ def listed(line: str) -> set[str]:
     by name; the full view's needles as (colour, shape, position) with their times."""
     if view == "scene":
         return set(caption_needles(line))
+    # item by item, word for word: a garbled item ("cyan square cyan square") names nothing, where caption_objects
+    # would find an object in it
     head = line.split(" in the overview", 1)[-1].split(": ", 1)[-1]
     return {o.strip() for o in head.split(".")[0].split(",")} - {"nothing", "no frame", ""}
 
