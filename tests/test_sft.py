@@ -1150,7 +1150,7 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     assert timed >= 4, timed
 
 
-@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span", "scene_chain"])
+@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span", "scene_chain", "scene_chain_calls"])
 def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_turns(view_mode):
     """--direct-think scene: every first turn on a needle question opens with the question's scene and the world's
     caption of exactly the overview frames of that scene (each frame's scene read from its own caption); it names
@@ -1158,7 +1158,9 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     grounded line, and a tool turn keeps its decision line after the caption. Later turns are untouched.
     scene_compact: the same objects by name alone (no positions, times or span); scene_span: those names after the
     scene's span as the full caption prints it; scene_chain: the compact names, then a direct answer checks the
-    candidates one by one against them, up to the answer ("...: yes.")."""
+    candidates one by one against them, up to the answer ("...: yes."); scene_chain_calls: a first tool turn says
+    that whole line too before its decision line, here on tool traces half of which are drawn where the overview
+    already shows the answer (--tool-on-visible)."""
     import re
 
     from agents.lmm.corpus import (THINK_TOOL, answer_object, caption_scenes, named_objects, presence_line,
@@ -1169,9 +1171,10 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 10, 10, "paravt", seed=6, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
-                           index_range=(0, 3000))
+                           index_range=(0, 3000), tool_visible_share=0.5 if view_mode == "scene_chain_calls" else 0.0)
     compact = view_mode != "scene"
-    kinds = {"direct": 0, "tool": 0, "chain": 0}
+    kinds = {"direct": 0, "tool": 0, "chain": 0, "tool_chain": 0}
+    chains = view_mode in ("scene_chain", "scene_chain_calls")
     for s in samples:
         env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
         ep, overview = env.unwrapped.episode, env.unwrapped.overview
@@ -1192,7 +1195,7 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         first, *later = s.assistant_texts
         think = first.split("</think>")[0]
         assert think.startswith(f"<think>\n{view} ")
-        chain = view_mode == "scene_chain" and presence_line(ep.question, scene_overview_caption(env.unwrapped))
+        chain = chains and presence_line(ep.question, scene_overview_caption(env.unwrapped))
         if s.kind == "direct" and chain:
             assert think.rstrip() == f"<think>\n{view} {chain}" and chain.endswith(f"{answer_object(ep.question)}: yes.")
             assert "The overview shows" not in think
@@ -1202,11 +1205,34 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         else:
             assert think.rstrip().endswith(THINK_TOOL) and "<tool_call>" in first
             assert not any("in the overview:" in t for t in later)
+            said = think[len(f"<think>\n{view} "):].rstrip()
+            if view_mode == "scene_chain_calls" and chain:
+                assert said == f"{chain} {THINK_TOOL}"
+                kinds["tool_chain"] += 1
+            elif view_mode != "scene_chain_calls" or not s.meta["visible"]:
+                assert said == THINK_TOOL
         kinds[s.kind] += 1
     env.close()
-    assert min(kinds["direct"], kinds["tool"]) >= 5 and (kinds["chain"] >= 5) == (view_mode == "scene_chain"), kinds
+    assert min(kinds["direct"], kinds["tool"]) >= 5 and (kinds["chain"] >= 5) == chains, kinds
+    assert (kinds["tool_chain"] >= 2) == (view_mode == "scene_chain_calls"), kinds
     assert sft.data_key(sft.Args(direct_think=view_mode)) != sft.data_key(sft.Args(direct_think="needle"))
     assert sft.parse_args(["--direct-think", view_mode]).direct_think == view_mode
+
+
+def test_tool_on_visible_draws_that_share_of_tool_traces_where_the_overview_shows_the_evidence():
+    """--tool-on-visible: the share of tool traces drawn where a direct answer would have done (the strong prior's
+    needless calls), in stage 2's traces and stage 1's native ones; 0 leaves the corpus and its key as they were."""
+    from trainers import sft
+
+    for share, lo, hi in ((0.0, 0, 0), (0.5, 3, 17), (1.0, 20, 20)):
+        samples = build_corpus(0, 0, 20, "paravt", seed=4, wc=WorldConfig(), families=("needle", "needle_attribute"),
+                               index_range=(0, 3000), tool_visible_share=share)
+        assert len(samples) == 20 and all(s.kind == "tool" and s.meta["tool_calls"] for s in samples)
+        assert lo <= sum(s.meta["visible"] for s in samples) <= hi, share
+    plan = sft.corpus_plan(sft.Args(tool_on_visible=0.3, stage1_tool=10, stage2_tool=10))
+    assert plan["s2_tool"][1]["tool_visible_share"] == plan["s1_native"][1]["tool_visible_share"] == 0.3
+    assert "tool_visible_share" not in sft.corpus_plan(sft.Args())["s2_tool"][1]
+    assert sft.data_key(sft.Args(tool_on_visible=0.3)) != sft.data_key(sft.Args()) == sft.data_key(sft.Args(tool_on_visible=0.0))
 
 
 def test_drills_reading_trains_only_the_answer_after_the_responses_and_direct_keeps_to_needles():

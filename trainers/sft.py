@@ -335,10 +335,12 @@ class Args:
                                                        "only the objects' names (no positions, times or span), short "
                                                        "enough for 64-token turns; scene_span: those names after the "
                                                        "scene's span; scene_chain: the compact names, then the "
-                                                       "presence chain of them instead of the needle line",
+                                                       "presence chain of them instead of the needle line; "
+                                                       "scene_chain_calls: that line opens first tool turns too "
+                                                       "(a call after the overview's own reading)",
                                                        "choices": ("none", "needle", "needle_time", "all", "presence",
                                                                    "transcribe_presence", "scene", "scene_compact",
-                                                                   "scene_span", "scene_chain")})
+                                                                   "scene_span", "scene_chain", "scene_chain_calls")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})
@@ -368,6 +370,11 @@ class Args:
                                                               "native dialect: a cold start that leaves the "
                                                               "native habit beside the ParaVT one (one prior at a "
                                                               "time)"})
+    tool_on_visible: float = field(default=0.0, metadata={"help": "share of the tool traces (stage 2's, and stage 1's "
+                                                          "native ones) drawn where the overview already shows the "
+                                                          "evidence: calls it made needless, the strong prior's "
+                                                          "habit. With --direct-think scene_chain_calls such a call "
+                                                          "follows the overview's own reading, answer and all"})
     stage2_native_traces: float = field(default=0.0, metadata={"help": "stage 2: share of the tool traces and direct "
                                                                "answers played wholly in the native dialect "
                                                                "(turns opened per --native-think): the native "
@@ -428,7 +435,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
-               "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions")
+               "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -509,7 +516,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   keep_wrong=args.keep_wrong, caption=args.caption_config(),
                   grounded_think=grounded_think_mode(args),
                   grounded_direct_think=False if args.direct_think == "none" else args.direct_think,
-                  search_agent=args.search_agent)
+                  search_agent=args.search_agent,
+                  **({"tool_visible_share": args.tool_on_visible} if args.tool_on_visible else {}))
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size),
@@ -571,7 +579,8 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 # stays out of the key, so those corpora keep their folder.
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
-                    "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True}
+                    "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
+                    "tool_on_visible": 0.0}
 
 
 def data_key(args: Args) -> str:

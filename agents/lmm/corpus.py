@@ -490,7 +490,7 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-SCENE_VIEWS = ("scene", "scene_compact", "scene_span", "scene_chain")
+SCENE_VIEWS = ("scene", "scene_compact", "scene_span", "scene_chain", "scene_chain_calls")
 
 
 def scene_overview_caption(env, view: str = "scene") -> str | None:
@@ -506,7 +506,8 @@ def scene_overview_caption(env, view: str = "scene") -> str | None:
     about a third of the tokens, so a turn fits the trainers' 64 new tokens; ``"scene_span"`` the compact line with
     the scene's span kept after its name ("The meadow scene in the overview (413.5-439.9 s): yellow diamond."), the
     times of its first and last frames, copied from the prompt, as a pointer for the list that follows;
-    ``"scene_chain"`` the compact line (what :func:`grounded_direct` then does differs)."""
+    ``"scene_chain"`` and ``"scene_chain_calls"`` the compact line (what :func:`grounded_direct` and
+    :func:`play_episode` then do differs)."""
     q = env.episode.question
     asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
     if asked is None:
@@ -552,8 +553,10 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
     ("...: green star, magenta triangle. red star: no; green star: yes."), where that chain ends at the answer (else
     the grounded line). Weak v10 named the answer in its compact list on 0.77 of the K = 64 needle items but picked
     it out of the list on only 0.57 of those (at K <= 32: 0.89-1.00); a check per candidate is the lookup that forms
-    where naming one of several in one step does not (:func:`presence_line`)."""
-    mode = "needle" if mode is True else mode
+    where naming one of several in one step does not (:func:`presence_line`). ``"scene_chain_calls"``: the same
+    line; :func:`play_episode` then opens first tool turns with it too, not with the list alone.
+    """
+    mode = "needle" if mode is True else "scene_chain" if mode == "scene_chain_calls" else mode
     if mode in SCENE_VIEWS:
         full = scene_overview_caption(env)  # the grounded line is read off the full caption in either view
         if full is None:
@@ -649,7 +652,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     time; ``"presence"``: the presence chain of the overview; ``"transcribe_presence"``: the overview's needles
     listed first, then that chain; ``"scene"``: the overview's frames of the question's scene captioned first, in
     first tool turns too; ``"scene_compact"``: the same with the objects' names alone; ``"scene_span"``: those names
-    after the scene's span), and on global ones too (``"all"``).
+    after the scene's span; ``"scene_chain"``: the names, then the presence chain of them; ``"scene_chain_calls"``:
+    that, and first tool turns open with the whole line too, chain and all), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
@@ -676,7 +680,12 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = grounded_direct(env.unwrapped, grounded_direct_think,
                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
         if grounded_direct_think in SCENE_VIEWS and decision == "tool" and not turns:
-            shown = scene_overview_caption(env.unwrapped, view=grounded_direct_think)
+            # scene_chain_calls: a call follows the direct answer's whole reading (the list and its check chain), so
+            # a strong prior that calls where the overview already shows the answer has said it before calling
+            shown = (grounded_direct(env.unwrapped, "scene_chain",
+                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS))
+                     if grounded_direct_think == "scene_chain_calls"
+                     else scene_overview_caption(env.unwrapped, view=grounded_direct_think))
             if shown:  # a spread opener is put back in front below; any other decision line follows the caption
                 think = shown if opener and native_think == "spread" else f"{shown} {think}"
         if opener and native_think == "spread" and think != opener:
@@ -819,14 +828,16 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,
                  native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
                  search_agent: str = "scene", native_trace_share: float = 0.0,
-                 direct_no_tool_share: float = 0.0, decisions_trained: bool = True) -> list[Sample]:
+                 direct_no_tool_share: float = 0.0, decisions_trained: bool = True,
+                 tool_visible_share: float = 0.0) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
 
     direct: (episode, K) drawn until the K-frame overview shows the evidence
             (:func:`evidence_visible`), then the ``no_tool`` agent answers from it.
-    tool:   (episode, K) drawn until the overview does NOT show it; played by ``oracle`` with
+    tool:   (episode, K) drawn until the overview does NOT show it (with probability ``tool_visible_share``: until
+            it DOES, a call the overview made needless, the strong prior's habit); played by ``oracle`` with
             probability ``oracle_fraction``, else by ``search_agent``: ``scene`` tiles the named scene
             with several PARALLEL crops in one turn; ``zoom`` then crops, in a second turn, each place
             where the first responses show that scene (:class:`agents.scripted.ZoomCropAgent`).
@@ -902,8 +913,10 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
             and samples.append(x)
         progress and progress(1)
     for _ in range(n_tool):
-        x = play(lambda: "oracle" if rng.random() < oracle_fraction else search_agent, tool_dialect, False, families,
-                 native_share, native_trace_share)
+        # drawn only when asked for, so a share of 0 renders what it always did
+        needless = bool(tool_visible_share) and rng.random() < tool_visible_share
+        x = play(lambda: "oracle" if rng.random() < oracle_fraction else search_agent, tool_dialect, needless,
+                 families, native_share, native_trace_share)
         x is not None and samples.append(x)
         progress and progress(1)
     for _ in range(n_reading):
