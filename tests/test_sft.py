@@ -1130,6 +1130,7 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     that shows the named object, and the object is the answer."""
     import re
 
+    chain_calls = ("scene_chain_calls", "scene_chain_decide")
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 16, 0, "paravt", seed=4, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think="needle_time", families=("needle", "needle_attribute"),
@@ -1150,7 +1151,8 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     assert timed >= 4, timed
 
 
-@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span", "scene_chain", "scene_chain_calls"])
+@pytest.mark.parametrize("view_mode", ["scene", "scene_compact", "scene_span", "scene_chain", "scene_chain_calls",
+                                       "scene_chain_decide"])
 def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_turns(view_mode):
     """--direct-think scene: every first turn on a needle question opens with the question's scene and the world's
     caption of exactly the overview frames of that scene (each frame's scene read from its own caption); it names
@@ -1160,7 +1162,7 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     scene's span as the full caption prints it; scene_chain: the compact names, then a direct answer checks the
     candidates one by one against them, up to the answer ("...: yes."); scene_chain_calls: a first tool turn says
     that whole line too before its decision line, here on tool traces half of which are drawn where the overview
-    already shows the answer (--tool-on-visible)."""
+    already shows the answer (--tool-on-visible); scene_chain_decide: the same after its decision line."""
     import re
 
     from agents.lmm.corpus import (THINK_TOOL, answer_object, caption_scenes, named_objects, presence_line,
@@ -1168,13 +1170,15 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     from agents.scripted import QUESTION_SCENE_RE
     from trainers import sft
 
+    chain_calls = ("scene_chain_calls", "scene_chain_decide")
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 10, 10, "paravt", seed=6, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
-                           index_range=(0, 3000), tool_visible_share=0.5 if view_mode == "scene_chain_calls" else 0.0)
+                           index_range=(0, 3000), tool_visible_share=0.5 if view_mode in chain_calls else 0.0)
     compact = view_mode != "scene"
     kinds = {"direct": 0, "tool": 0, "chain": 0, "tool_chain": 0}
-    chains = view_mode in ("scene_chain", "scene_chain_calls")
+    chains = view_mode in ("scene_chain", *chain_calls)
+    decide_first = view_mode == "scene_chain_decide"
     for s in samples:
         env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
         ep, overview = env.unwrapped.episode, env.unwrapped.overview
@@ -1194,7 +1198,8 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         assert (answer_object(ep.question) in (caption_objects if compact else named_objects)(view)) == s.meta["visible"]
         first, *later = s.assistant_texts
         think = first.split("</think>")[0]
-        assert think.startswith(f"<think>\n{view} ")
+        opening = f"<think>\n{THINK_TOOL} " if decide_first and s.kind == "tool" else "<think>\n"
+        assert think.startswith(f"{opening}{view}")
         chain = chains and presence_line(ep.question, scene_overview_caption(env.unwrapped))
         if s.kind == "direct" and chain:
             assert think.rstrip() == f"<think>\n{view} {chain}" and chain.endswith(f"{answer_object(ep.question)}: yes.")
@@ -1203,10 +1208,14 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         elif s.kind == "direct":
             assert re.search(rf"The overview shows a {answer_object(ep.question)}\b", think)
         else:
-            assert think.rstrip().endswith(THINK_TOOL) and "<tool_call>" in first
-            assert not any("in the overview:" in t for t in later)
-            said = think[len(f"<think>\n{view} "):].rstrip()
-            if view_mode == "scene_chain_calls" and chain:
+            assert "<tool_call>" in first and not any("in the overview:" in t for t in later)
+            said = think[len(f"{opening}{view}"):].strip()
+            if decide_first and chain:  # the decision said first, then the reading, chain and all
+                assert said == chain
+                kinds["tool_chain"] += 1
+            elif decide_first and not s.meta["visible"]:
+                assert said == ""
+            elif view_mode == "scene_chain_calls" and chain:
                 assert said == f"{chain} {THINK_TOOL}"
                 kinds["tool_chain"] += 1
             elif view_mode != "scene_chain_calls" or not s.meta["visible"]:
@@ -1214,7 +1223,7 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         kinds[s.kind] += 1
     env.close()
     assert min(kinds["direct"], kinds["tool"]) >= 5 and (kinds["chain"] >= 5) == chains, kinds
-    assert (kinds["tool_chain"] >= 2) == (view_mode == "scene_chain_calls"), kinds
+    assert (kinds["tool_chain"] >= 2) == (view_mode in chain_calls), kinds
     assert sft.data_key(sft.Args(direct_think=view_mode)) != sft.data_key(sft.Args(direct_think="needle"))
     assert sft.parse_args(["--direct-think", view_mode]).direct_think == view_mode
 

@@ -337,10 +337,13 @@ class Args:
                                                        "scene's span; scene_chain: the compact names, then the "
                                                        "presence chain of them instead of the needle line; "
                                                        "scene_chain_calls: that line opens first tool turns too "
-                                                       "(a call after the overview's own reading)",
+                                                       "(a call after the overview's own reading); "
+                                                       "scene_chain_decide: first tool turns say the decision to "
+                                                       "call, then that line",
                                                        "choices": ("none", "needle", "needle_time", "all", "presence",
                                                                    "transcribe_presence", "scene", "scene_compact",
-                                                                   "scene_span", "scene_chain", "scene_chain_calls")})
+                                                                   "scene_span", "scene_chain", "scene_chain_calls",
+                                                                   "scene_chain_decide")})
     keep_wrong: float = field(default=0.0, metadata={"help": "fraction of wrong-answer traces kept (0: all dropped)"})
     weak_tool_fraction: float = field(default=0.0, metadata={"help": "weak prior: share of --stage1-tool native traces "
                                                              "it sees (the native-dialect knob)"})

@@ -490,7 +490,10 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
-SCENE_VIEWS = ("scene", "scene_compact", "scene_span", "scene_chain", "scene_chain_calls")
+SCENE_VIEWS = ("scene", "scene_compact", "scene_span", "scene_chain",
+               "scene_chain_calls", "scene_chain_decide")
+# the views whose first tool turns say the direct answer's whole reading (list and check chain), not the list alone
+CHAIN_CALL_VIEWS = ("scene_chain_calls", "scene_chain_decide")
 
 
 def scene_overview_caption(env, view: str = "scene") -> str | None:
@@ -506,7 +509,7 @@ def scene_overview_caption(env, view: str = "scene") -> str | None:
     about a third of the tokens, so a turn fits the trainers' 64 new tokens; ``"scene_span"`` the compact line with
     the scene's span kept after its name ("The meadow scene in the overview (413.5-439.9 s): yellow diamond."), the
     times of its first and last frames, copied from the prompt, as a pointer for the list that follows;
-    ``"scene_chain"`` and ``"scene_chain_calls"`` the compact line (what :func:`grounded_direct` and
+    ``"scene_chain"``, ``"scene_chain_calls"`` and ``"scene_chain_decide"`` the compact line (what :func:`grounded_direct` and
     :func:`play_episode` then do differs)."""
     q = env.episode.question
     asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
@@ -555,8 +558,9 @@ def grounded_direct(env, mode: bool | str = "needle", restate_options: bool = Fa
     it out of the list on only 0.57 of those (at K <= 32: 0.89-1.00); a check per candidate is the lookup that forms
     where naming one of several in one step does not (:func:`presence_line`). ``"scene_chain_calls"``: the same
     line; :func:`play_episode` then opens first tool turns with it too, not with the list alone.
+    ``"scene_chain_decide"``: the same, but a first tool turn says its decision to call before that reading.
     """
-    mode = "needle" if mode is True else "scene_chain" if mode == "scene_chain_calls" else mode
+    mode = "needle" if mode is True else "scene_chain" if mode in CHAIN_CALL_VIEWS else mode
     if mode in SCENE_VIEWS:
         full = scene_overview_caption(env)  # the grounded line is read off the full caption in either view
         if full is None:
@@ -653,7 +657,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     listed first, then that chain; ``"scene"``: the overview's frames of the question's scene captioned first, in
     first tool turns too; ``"scene_compact"``: the same with the objects' names alone; ``"scene_span"``: those names
     after the scene's span; ``"scene_chain"``: the names, then the presence chain of them; ``"scene_chain_calls"``:
-    that, and first tool turns open with the whole line too, chain and all), and on global ones too (``"all"``).
+    that, and first tool turns open with the whole line too, chain and all; ``"scene_chain_decide"``: the same after the
+    tool turn's decision line), and on global ones too (``"all"``).
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
@@ -680,14 +685,17 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
             think = grounded_direct(env.unwrapped, grounded_direct_think,
                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
         if grounded_direct_think in SCENE_VIEWS and decision == "tool" and not turns:
-            # scene_chain_calls: a call follows the direct answer's whole reading (the list and its check chain), so
-            # a strong prior that calls where the overview already shows the answer has said it before calling
+            # scene_chain_calls / _decide: a call comes with the direct answer's whole reading (the list and its
+            # check chain), so a strong prior that calls where the overview already shows the answer has said it
+            # anyway, and says it too when it may not call; _decide puts the decision to call first, as native
+            # rollouts' spread openers do, so the habit to call is not weighed after the answer is in view
             shown = (grounded_direct(env.unwrapped, "scene_chain",
                                      restate_options=grounded_think in ("options", *PRESENCE_CHAINS))
-                     if grounded_direct_think == "scene_chain_calls"
+                     if grounded_direct_think in CHAIN_CALL_VIEWS
                      else scene_overview_caption(env.unwrapped, view=grounded_direct_think))
-            if shown:  # a spread opener is put back in front below; any other decision line follows the caption
-                think = shown if opener and native_think == "spread" else f"{shown} {think}"
+            if shown:  # a spread opener is put back in front below; any other decision line goes with the caption
+                think = (shown if opener and native_think == "spread" else f"{think} {shown}"
+                         if grounded_direct_think == "scene_chain_decide" else f"{shown} {think}")
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
