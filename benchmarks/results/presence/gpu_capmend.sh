@@ -11,17 +11,23 @@
 # (longdirect was recorded with --drill-no-tool-share 1.0 too, which shapes drills only and had no effect there;
 # trainers/sft.py now refuses it without --stage1-direct-needle.)
 # Optional: BASE_NAME=x also measures the start checkpoint as /tmp/c/x on the same draw (side by side);
-# PRIOR_EPISODES=n also runs benchmarks/prior.py (strong only, n episodes) on every variant.
+# PRIOR_EPISODES=n also runs benchmarks/prior.py (strong only, n episodes) on every variant; THINK (the build's think
+# flags) may be set.
 # The v13 mends (v13mend_call/, README section 8), on the candidate with a second draw at n = 192 per arm:
 #   BASE_NAME=v13 PRIOR_EPISODES=48 PERCEPTION_ARGS="--frames 200 --crops 200 --env-default-crops 200 --visible 40
 #   --tool-episodes 96 --seed 1 --device cuda" VARIANTS="cr:<capread's>|cr90:<capread's> --caption-aug-p 0.9|..." \
 #     bash benchmarks/results/presence/gpu_capmend.sh benchmarks/results/presence/v13_candidate/cold_start
+# The tenth session's mend of the chain_calls candidate tcd90L6 (../scene_view/chain_calls/, README there):
+#   THINK="--grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide"
+#   PRIOR_EPISODES=48 PERCEPTION_ARGS="--frames 0 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 96
+#   --seed 0 --device cuda" VARIANTS="cr90:<capread's> --caption-aug-p 0.9|cr90d:<cr90's> --stage1-direct 4000" \
+#     bash benchmarks/results/presence/gpu_capmend.sh .carry/cc/tcd90L6/cold_start
 set -u
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 R=$OUT/capmend; mkdir -p $R
 S=${1:-.carry/wmix/cold_start}
-THINK="--grounded-think true --option-think true --presence-think true --direct-think needle"
+THINK=${THINK:-"--grounded-think true --option-think true --presence-think true --direct-think needle"}
 VARIANTS=${VARIANTS:-"cap:|capread:--stage1-reading 6000 --stage1-presence 15000 --reading-oracle-fraction 0.2 --drill-decisions false"}
 mends /tmp/c "$(capmend_args "$S")"
 if [ -n "${BASE_NAME:-}" ]; then

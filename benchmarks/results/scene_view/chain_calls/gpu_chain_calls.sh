@@ -12,22 +12,28 @@
 #   tc90L6   scene_chain_calls, L = 600: does a longer cold start move the greedy decision?
 #   tcd90    scene_chain_decide (the decision to call first, then the reading), L = 300;
 #   tcd90L6  the same, L = 600.
+# VARIANTS ("name:L:flags|...", on one line) replaces that set; the second call of the session:
+#   VARIANTS="tcd70tL6:600:--direct-think scene_chain_decide --tool-on-visible 0.7 --stage2-tool 6000|tcd80tL9:900:--direct-think scene_chain_decide --tool-on-visible 0.8 --stage2-tool 6000|tcd90L9:900:--direct-think scene_chain_decide" bash ...
 # Then gpu_tail.sh's prior (48 episodes, K = 64) and perception on both draws (n = 192 per arm each). Returns
-# results.tgz (logs, tables) and build_NAME.tgz per finished build (its cold start and sft_args.json).
+# results_NAME.tgz (logs, tables) and build_NAME.tgz per finished build (its cold start and sft_args.json).
 #   run(command="bash benchmarks/results/scene_view/chain_calls/gpu_chain_calls.sh", carry=[".whl"])
 # START (a cold_start folder beside its sft_args.json), NATIVE_S (the native step's limit) and LIMIT_S may be set.
 set -u
 START=${START:-agents/lmm/checkpoints/tiny-weak/cold_start}
 B=$OUT T="--grounded-think true --option-think true --presence-think true --tool-on-visible 0.9"
-NAMES="tc90L6 tcd90 tcd90L6"
+VARIANTS=${VARIANTS:-"tc90L6:600:--direct-think scene_chain_calls|tcd90:300:--direct-think scene_chain_decide|tcd90L6:600:--direct-think scene_chain_decide"}
 tail_variant() {  # tail_variant NAME L THINK...: gpu_tail.sh on START into $B/NAME, stopped at LIMIT_S
   local name=$1 l=$2; shift 2; mkdir -p "$B/$name"
   OUT=$B/$name NATIVE_L=$l NATIVE_S=${NATIVE_S:-240} STARTS="$name:$START" THINK="$T $*" \
     timeout "${LIMIT_S:-530}" bash benchmarks/results/presence/gpu_tail.sh > "$B/$name/log.txt" 2>&1
 }
-tail_variant tc90L6 600 --direct-think scene_chain_calls &
-tail_variant tcd90 300 --direct-think scene_chain_decide &
-tail_variant tcd90L6 600 --direct-think scene_chain_decide &
+IFS='|' read -r -a specs <<< "$VARIANTS"
+NAMES=""
+for spec in "${specs[@]}"; do
+  IFS=':' read -r name l flags <<< "$spec"; NAMES="$NAMES $name"
+  # shellcheck disable=SC2086  # flags is a list of flags
+  tail_variant "$name" "$l" $flags &
+done
 wait
 # timeout stops gpu_tail.sh, not the jobs it started; none may outlive the call
 pkill -f "python3 (benchmarks/(prior|perception|cold_start_length)|trainers/sft)\.py" || true
@@ -39,5 +45,7 @@ for n in $NAMES; do
     "$B/$n/log.txt" | cut -c1-200
   cat "$B/$n"/tail/s*/summary.txt 2>/dev/null | head -40
 done
-tar czf "$B/results.tgz" -C "$B" $NAMES && rm -rf "${B:?}"/tc90L6 "${B:?}"/tcd90 "${B:?}"/tcd90L6
+for n in $NAMES; do  # one archive each: a call brings back files of at most 16 MiB
+  tar czf "$B/results_$n.tgz" -C "$B" "$n" && rm -rf "${B:?}/$n"
+done
 ls -la "$B"
