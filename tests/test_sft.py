@@ -1130,7 +1130,6 @@ def test_timed_direct_think_names_the_frame_that_shows_the_needle():
     that shows the named object, and the object is the answer."""
     import re
 
-    chain_calls = ("scene_chain_calls", "scene_chain_decide")
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 16, 0, "paravt", seed=4, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think="needle_time", families=("needle", "needle_attribute"),
@@ -1165,19 +1164,20 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     already shows the answer (--tool-on-visible); scene_chain_decide: the same after its decision line."""
     import re
 
-    from agents.lmm.corpus import (THINK_TOOL, answer_object, caption_scenes, named_objects, presence_line,
+    from agents.lmm.corpus import (CHAIN_CALL_VIEWS, THINK_TOOL, answer_object, caption_scenes, named_objects,
+                                   presence_line,
                                    scene_overview_caption)
     from agents.scripted import QUESTION_SCENE_RE
     from trainers import sft
 
-    chain_calls = ("scene_chain_calls", "scene_chain_decide")
+
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 10, 10, "paravt", seed=6, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
-                           index_range=(0, 3000), tool_visible_share=0.5 if view_mode in chain_calls else 0.0)
+                           index_range=(0, 3000), tool_visible_share=0.5 if view_mode in CHAIN_CALL_VIEWS else 0.0)
     compact = view_mode != "scene"
     kinds = {"direct": 0, "tool": 0, "chain": 0, "tool_chain": 0}
-    chains = view_mode in ("scene_chain", *chain_calls)
+    chains = view_mode in ("scene_chain", *CHAIN_CALL_VIEWS)
     decide_first = view_mode == "scene_chain_decide"
     for s in samples:
         env.reset(seed=s.meta["index"], options={"episode_index": s.meta["index"], "frame_budget": s.meta["k"]})
@@ -1223,7 +1223,7 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
         kinds[s.kind] += 1
     env.close()
     assert min(kinds["direct"], kinds["tool"]) >= 5 and (kinds["chain"] >= 5) == chains, kinds
-    assert (kinds["tool_chain"] >= 2) == (view_mode in chain_calls), kinds
+    assert (kinds["tool_chain"] >= 2) == (view_mode in CHAIN_CALL_VIEWS), kinds
     assert sft.data_key(sft.Args(direct_think=view_mode)) != sft.data_key(sft.Args(direct_think="needle"))
     assert sft.parse_args(["--direct-think", view_mode]).direct_think == view_mode
 

@@ -509,8 +509,8 @@ def scene_overview_caption(env, view: str = "scene") -> str | None:
     about a third of the tokens, so a turn fits the trainers' 64 new tokens; ``"scene_span"`` the compact line with
     the scene's span kept after its name ("The meadow scene in the overview (413.5-439.9 s): yellow diamond."), the
     times of its first and last frames, copied from the prompt, as a pointer for the list that follows;
-    ``"scene_chain"``, ``"scene_chain_calls"`` and ``"scene_chain_decide"`` the compact line (what :func:`grounded_direct` and
-    :func:`play_episode` then do differs)."""
+    ``"scene_chain"``, ``"scene_chain_calls"`` and ``"scene_chain_decide"`` the compact line (what
+    :func:`grounded_direct` and :func:`play_episode` then do differs)."""
     q = env.episode.question
     asked = QUESTION_SCENE_RE.search(q.text) if q.family in READING_FAMILIES else None
     if asked is None:
@@ -693,9 +693,12 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
                                      restate_options=grounded_think in ("options", *PRESENCE_CHAINS))
                      if grounded_direct_think in CHAIN_CALL_VIEWS
                      else scene_overview_caption(env.unwrapped, view=grounded_direct_think))
-            if shown:  # a spread opener is put back in front below; any other decision line goes with the caption
-                think = (shown if opener and native_think == "spread" else f"{think} {shown}"
-                         if grounded_direct_think == "scene_chain_decide" else f"{shown} {think}")
+            if shown and opener and native_think == "spread":
+                think = shown  # the spread opener is put back in front below
+            elif shown and grounded_direct_think == "scene_chain_decide":
+                think = f"{think} {shown}"
+            elif shown:
+                think = f"{shown} {think}"
         if opener and native_think == "spread" and think != opener:
             think = f"{opener} {think}"  # the opener picks the dialect; the grounded line is still said after it
         text = render_turn(dialect, think, windows=windows, answer=answer, rng=rng, close_think_p=close_think_p,
