@@ -1170,7 +1170,6 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     from agents.scripted import QUESTION_SCENE_RE
     from trainers import sft
 
-
     env = WorldConfig().env("train", nframes_gating=True)
     samples = build_corpus(0, 10, 10, "paravt", seed=6, wc=WorldConfig(), grounded_think="options",
                            grounded_direct_think=view_mode, families=("needle", "needle_attribute"),
