@@ -214,16 +214,25 @@ class SequentialCropAgent(SceneCropAgent):
         return f"<think>\nAnswering from what I saw.\n</think>\n<answer>{self.answer(memory)}</answer>"
 
 
-def scene_sightings(caption: str, name: str, window: tuple[float, float]) -> list[tuple[float, float]]:
+def scene_sightings(caption: str, name: str, window: tuple[float, float],
+                    split: bool = False) -> list[tuple[float, float]]:
     """Where one crop's ``caption`` shows scene ``name``, as windows whose ends are numbers the crop's
     response prints: from the previous scene's last time (or the crop's start) to the next scene's first
     time (or the crop's end). The scene's own times are those of sampled frames; its true ends lie
     somewhere between them and its neighbours', so this reaches as far as it may. ``window``: the
-    crop's (start, end), as its response header prints them (one decimal)."""
+    crop's (start, end), as its response header prints them (one decimal). ``split``: each sighting is cut
+    at the scene's own printed first and last times into up to three windows (still copies), so each part
+    gets a crop's whole frames instead of sharing one crop's."""
     seen = [(n, float(a), float(b or a)) for n, a, b in _SCENE_RE.findall(caption)]
     lo, hi = round(float(window[0]), 1), round(float(window[1]), 1)
-    return [(seen[i - 1][2] if i > 0 else lo, seen[i + 1][1] if i + 1 < len(seen) else hi)
-            for i, (n, _, _) in enumerate(seen) if n == name]
+    out = []
+    for i, (n, first, last) in enumerate(seen):
+        if n != name:
+            continue
+        start, end = seen[i - 1][2] if i > 0 else lo, seen[i + 1][1] if i + 1 < len(seen) else hi
+        points = [start, first, last, end] if split else [start, end]
+        out += [(a, b) for a, b in itertools.pairwise(points) if b > a]
+    return out
 
 
 class ZoomCropAgent(ScriptedAgent):
@@ -239,17 +248,24 @@ class ZoomCropAgent(ScriptedAgent):
 
     name = "zoom"
     copies_times = True  # window ends are printed numbers: a corpus writes them as their integer parts
+    split_sightings = False  # scene_sightings(split=...) for the second turn
 
-    def windows(self, memory):
+    def printed_bounds(self) -> list[float]:
+        """0, the overview's timestamps and the video's length, as the prompt prints them (one decimal)."""
         d = round(float(self.env.episode.source.duration), 1)
-        ts = [round(float(t), 1) for t in self.env.overview.timestamps]
-        bounds = [0.0] + ts + [d]
-        m = QUESTION_SCENE_RE.search(self.env.episode.question.text)
-        seen = [i + 1 for i, t in enumerate(ts) if m and memory.scene_of(t) == m.group(1)]
-        lo, hi = (seen[0] - 1, seen[-1] + 1) if seen else (0, len(bounds) - 1)
-        n = hi - lo  # intervals between consecutive printed times, grouped into at most max_calls windows
+        return [0.0] + [round(float(t), 1) for t in self.env.overview.timestamps] + [d]
+
+    def grouped_windows(self, lo: int, hi: int) -> list[tuple[float, float]]:
+        """The intervals between printed bounds ``lo`` .. ``hi``, grouped into at most ``max_calls`` windows."""
+        bounds, n = self.printed_bounds(), hi - lo
         cut = [lo + int(round(x)) for x in np.linspace(0, n, min(n, self.env.max_calls) + 1)]
         return [(bounds[a], bounds[b]) for a, b in itertools.pairwise(cut) if bounds[b] > bounds[a]]
+
+    def windows(self, memory):
+        ts = self.printed_bounds()[1:-1]
+        m = QUESTION_SCENE_RE.search(self.env.episode.question.text)
+        seen = [i + 1 for i, t in enumerate(ts) if m and memory.scene_of(t) == m.group(1)]
+        return self.grouped_windows(*((seen[0] - 1, seen[-1] + 1) if seen else (0, len(ts) + 1)))
 
     def later_windows(self, memory, turn):
         m = QUESTION_SCENE_RE.search(self.env.episode.question.text)
@@ -258,9 +274,24 @@ class ZoomCropAgent(ScriptedAgent):
         source, out = self.env.episode.source, []
         for r in self.env.last_crops:
             if r.ok:
-                out += [w for w in scene_sightings(source.caption(r.frames.timestamps), m.group(1), r.window)
-                        if w not in out and w[1] > w[0]]
+                out += [w for w in scene_sightings(source.caption(r.frames.timestamps), m.group(1), r.window,
+                                                   split=self.split_sightings) if w not in out]
         return out[: self.env.max_calls]
+
+
+class SweepCropAgent(ZoomCropAgent):
+    """``zoom``'s two turns, but the first always sweeps the whole video between the overview's printed times,
+    whatever the overview showed, and the second cuts each place where the responses show the named scene at that
+    scene's own printed times (:func:`scene_sightings` with ``split``). The first turn is one fixed pattern of
+    copies, the same for every question, the easiest calls a small model can learn; it finds the named scene in the
+    responses even where the overview missed or mistook it, and the second turn spends all its crops' frames there.
+    Every window end is still a number the agent was shown."""
+
+    name = "sweep"
+    split_sightings = True
+
+    def windows(self, memory):
+        return self.grouped_windows(0, len(self.printed_bounds()) - 1)
 
 
 class OracleCropAgent(ScriptedAgent):
@@ -295,7 +326,7 @@ class RandomAgent(ScriptedAgent):
         return str(self.rng.choice(list(COLOURS)))
 
 
-AGENTS = {cls.name: cls for cls in (NoToolAgent, UniformCropAgent, SceneCropAgent, ZoomCropAgent,
+AGENTS = {cls.name: cls for cls in (NoToolAgent, UniformCropAgent, SceneCropAgent, ZoomCropAgent, SweepCropAgent,
                                       SequentialCropAgent, OracleCropAgent, RandomAgent)}
 
 

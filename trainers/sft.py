@@ -287,8 +287,9 @@ class Args:
     search_agent: str = field(default="scene", metadata={"help": "the fair agent of the tool traces and reading "
                                                           "drills. scene: one turn of parallel crops tiling the named "
                                                           "scene; zoom: two turns whose window ends are numbers it "
-                                                          "was shown, no arithmetic (agents/scripted.py)",
-                                                          "choices": ("scene", "zoom")})
+                                                          "was shown, no arithmetic; sweep: zoom's two turns, the "
+                                                          "first always the whole video (agents/scripted.py)",
+                                                          "choices": ("scene", "zoom", "sweep")})
     reading_oracle_fraction: float = field(default=0.5, metadata={"help": "reading drills played by the oracle (one "
                                                                   "response to read; the rest: --search-agent, "
                                                                   "whose crops return several objects). Drills train "

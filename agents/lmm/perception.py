@@ -251,6 +251,7 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     for _ in chunk]
             convs, observations, infos, done = [], [], [], [False] * len(chunk)
             truly_shown = [[] for _ in chunk]  # the world's captions of each episode's executed crops
+            said = [[] for _ in chunk]  # each episode's generated turns, for reading its windows afterwards
             for env, (i, k) in zip(envs, chunk):
                 obs, info = env.reset(seed=i, options={"episode_index": i, "frame_budget": k})
                 convs.append(policy.start(info["messages"]))
@@ -276,6 +277,7 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     texts = [c.text for c in comps]
                 pending = []
                 for j, text in zip(active, texts):
+                    said[j].append(text)
                     finished, _, _, results = envs[j].unwrapped.begin_turn(text)
                     if finished is not None:
                         infos[j], done[j] = finished[4], True
@@ -294,11 +296,11 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     envs[j].unwrapped.deliver(results, [by_id.get(id(r), "") for r in results])
                     policy.extend(convs[j], [envs[j].unwrapped.messages[-1]])
                 turn += 1
-            for env, info, (i, k), shown in zip(envs, infos, chunk, truly_shown):
+            for env, info, (i, k), shown, turns in zip(envs, infos, chunk, truly_shown, said):
                 target = answer_object(env.unwrapped.episode.question)
                 records.append(dict(index=i, k=k, family=info["family"], correct=bool(info.get("correct", False)),
                                     tool_calls=int(info["num_tool_calls"]), format=float(info.get("format_reward", 0.0)),
-                                    answer=info.get("answer"), turns=int(info["turn"]),
+                                    answer=info.get("answer"), turns=int(info["turn"]), texts=turns,
                                     answer_in_crops=None if target is None else target in named_objects(" ".join(shown))))
                 env.close()
     return records
