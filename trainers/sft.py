@@ -175,6 +175,7 @@ from agents.lmm.corpus import (KINDS, READING_FAMILIES, CaptionConfig, WorldConf
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
+from paravt_env.questions import FAMILIES  # noqa: E402
 
 try:  # the batch-friendly forward and GPU pixel values (same numbers as the stock path)
     from agents.lmm.fast_qwen import enable_fast_path, pixel_values_from_frames
@@ -379,6 +380,11 @@ class Args:
                                                           "evidence: calls it made needless, the strong prior's "
                                                           "habit. With --direct-think scene_chain_calls such a call "
                                                           "follows the overview's own reading, answer and all"})
+    tool_families: str = field(default="", metadata={"help": "comma-separated question families of the tool traces "
+                                                     "(stage 2's, and stage 1's native ones); empty: all. With "
+                                                     "--search-agent sweep, needle,needle_attribute keeps only "
+                                                     "traces whose second turn zooms into the named scene, so "
+                                                     "answering after one turn is not the habit they teach"})
     stage2_native_traces: float = field(default=0.0, metadata={"help": "stage 2: share of the tool traces and direct "
                                                                "answers played wholly in the native dialect "
                                                                "(turns opened per --native-think): the native "
@@ -411,6 +417,12 @@ class Args:
     def budget_tuple(self) -> tuple[int, ...]:
         return tuple(int(x) for x in str(self.budgets).split(",") if x.strip())
 
+    def tool_family_tuple(self) -> tuple[str, ...]:
+        families = tuple(x.strip() for x in str(self.tool_families).split(",") if x.strip())
+        if unknown := sorted(set(families) - set(FAMILIES)):
+            raise ValueError(f"--tool-families: unknown families {unknown}; known: {list(FAMILIES)}")
+        return families
+
     def caption_config(self) -> CaptionConfig:
         return CaptionConfig(max_frames=tuple(int(x) for x in str(self.caption_max_frames).split(",") if x.strip()),
                              max_len=self.caption_max_len, aug_p=self.caption_aug_p)
@@ -439,7 +451,8 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
-               "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible")
+               "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible",
+               "tool_families")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -467,7 +480,12 @@ def parse_args(argv=None, cls=Args):
         if a.option_strings and a.dest != "help":
             explicit.add_argument(*a.option_strings, dest=a.dest, default=argparse.SUPPRESS, type=str)
     given = set(vars(explicit.parse_known_args(argv)[0]))
-    return inherit_world(with_preset(cls(**ns), given), given)
+    args = inherit_world(with_preset(cls(**ns), given), given)
+    try:
+        args.tool_family_tuple()
+    except ValueError as e:
+        p.error(str(e))
+    return args
 
 
 # The world a checkpoint was trained in: a continuation keeps it unless told otherwise.
@@ -529,13 +547,14 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     mixed = {key: share for key, share in (("native_share", args.stage2_native_share),  # the cold start's markers
                                            ("native_trace_share", args.stage2_native_traces)) if share}  # rollouts
+    tool_only = {"families": families} if (families := args.tool_family_tuple()) else {}
     plan = {"s1_frame": (dict(n_frame=args.stage1_frame), s1), "s1_caption": (dict(n_caption=args.stage1_caption), s1),
             "s1_direct": (dict(n_direct=args.stage1_direct), s1),
-            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt", **mixed), s2),
+            "s2_tool": (dict(n_tool=args.stage2_tool, tool_dialect="paravt", **mixed), dict(s2, **tool_only)),
             "s2_direct": (dict(n_direct=args.stage2_direct, **mixed), s2),
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
-        plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), s1)
+        plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), dict(s1, **tool_only))
     size = args.world().dataset_size
     drills = dict(s1, wc=dataclasses.replace(args.world(), dataset_size=size + DRILL_EPISODES),
                   index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES,
@@ -584,7 +603,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
-                    "tool_on_visible": 0.0}
+                    "tool_on_visible": 0.0, "tool_families": ""}
 
 
 def data_key(args: Args) -> str:
