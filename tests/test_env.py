@@ -1,3 +1,4 @@
+import itertools
 import json
 
 import gymnasium as gym
@@ -495,6 +496,50 @@ def test_scene_sightings_reach_to_the_neighbouring_scenes_times():
     assert scene_sightings(caption, "cave", (579.0, 773.0)) == [(579.0, 712.4)]
     assert scene_sightings("Scenes: sky scene (5.0 s); cave scene (9.0-20.0 s).", "sky", (0.0, 24.0)) == [(0.0, 9.0)]
     assert scene_sightings(caption, "desert", (579.0, 773.0)) == []
+
+
+def test_split_scene_sightings_cut_each_sighting_at_the_scenes_own_printed_times():
+    from agents.scripted import scene_sightings
+
+    caption = ("Scenes: cave scene (591.1-688.1 s); meadow scene (712.4-760.9 s). "
+               "Objects: red square at bottom-left (736.6 s).")
+    assert scene_sightings(caption, "meadow", (579.0, 773.0), split=True) == [
+        (688.1, 712.4), (712.4, 760.9), (760.9, 773.0)]
+    # a scene seen in one frame has no middle part; a scene that opens the crop has no part before it
+    assert scene_sightings("Scenes: sky scene (5.0 s); cave scene (9.0-20.0 s).", "sky", (0.0, 24.0),
+                           split=True) == [(0.0, 5.0), (5.0, 9.0)]
+    assert scene_sightings("Scenes: sky scene (0.0-20.0 s).", "sky", (0.0, 20.0), split=True) == [(0.0, 20.0)]
+
+
+def test_sweep_agent_tiles_the_whole_video_between_printed_times_then_zooms_into_the_named_scene():
+    """The sweep agent's first turn is the same for every question: the windows between consecutive printed
+    bounds (0, the overview's timestamps, the video's length), end to end over the whole video; its second turn's
+    ends are numbers the first responses printed. At K = 4 its crops catch the needle far more often than zoom's."""
+    import re
+
+    def ends(turn):
+        return [(float(a), float(b)) for a, b in
+                re.findall(r'"start_time": ([\d.]+), "end_time": ([\d.]+)', turn)]
+
+    env = make(frame_budget=4)
+    zoomed = 0
+    for seed in range(16):
+        obs, info = env.reset(seed=seed)
+        agent = make_agent("sweep", env, seed=seed)
+        texts, done = [], False
+        while not done:
+            texts.append(agent.act(obs, info))
+            obs, _, term, trunc, info = env.step(texts[-1])
+            done = term or trunc
+        bounds = [0.0] + [round(float(t), 1) for t in env.overview.timestamps] + [round(env.episode.source.duration, 1)]
+        assert ends(texts[0]) == list(itertools.pairwise(bounds))
+        if len(texts) == 3 and "<tool_call>" in texts[1]:
+            zoomed += 1
+            content = info["messages"][3]["content"]
+            first_responses = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+            for a, b in ends(texts[1]):
+                assert f"{a:.1f}" in first_responses and f"{b:.1f}" in first_responses and b > a
+    assert zoomed >= 4
 
 
 def test_zoom_agent_copies_every_window_end_from_numbers_it_was_shown():

@@ -1227,6 +1227,23 @@ def test_scene_view_captions_the_overview_frames_of_the_question_scene_in_first_
     assert sft.parse_args(["--direct-think", view_mode]).direct_think == view_mode
 
 
+def test_tool_families_restrict_the_tool_traces_and_nothing_else(tmp_path):
+    """--tool-families: the tool traces (stage 2's and stage 1's native ones) come from those question families
+    alone, direct answers from all; an unknown family is refused at parse time; the corpus key changes."""
+    from trainers import sft
+
+    args = sft.parse_args(["--tool-families", "needle,needle_attribute", "--stage1-tool", "10", "--stage2-tool", "10"])
+    plan = sft.corpus_plan(args, priors=("strong",))
+    assert plan["s2_tool"][1]["families"] == plan["s1_native"][1]["families"] == ("needle", "needle_attribute")
+    assert "families" not in plan["s2_direct"][1] and "families" not in plan["s1_direct"][1]
+    traces = build_corpus(0, 0, 8, "paravt", seed=0, wc=WC, budgets=(4,), oracle_fraction=0.0, search_agent="sweep",
+                          **{k: v for k, v in plan["s2_tool"][1].items() if k == "families"})
+    assert traces and {s.meta["family"] for s in traces} <= {"needle", "needle_attribute"}
+    assert sft.data_key(args) != sft.data_key(sft.Args()) == sft.data_key(sft.Args(tool_families=""))
+    with pytest.raises(SystemExit):
+        sft.parse_args(["--tool-families", "needle,needles"])
+
+
 def test_tool_on_visible_draws_that_share_of_tool_traces_where_the_overview_shows_the_evidence():
     """--tool-on-visible: the share of tool traces drawn where a direct answer would have done (the strong prior's
     needless calls), in stage 2's traces and stage 1's native ones; 0 leaves the corpus and its key as they were."""
