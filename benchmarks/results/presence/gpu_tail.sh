@@ -5,8 +5,8 @@
 #   STARTS="name:path/cold_start|..." BASES="name:path/cold_start|..." bash benchmarks/results/presence/gpu_tail.sh
 # The recorded call (tail_call/, README section 8): the v13 caption mends cr90long and cr90 (gpu_capmend.sh),
 # with BASES="v12:agents/lmm/checkpoints/tiny-strong/cold_start|v13:benchmarks/results/presence/v13_candidate/cold_start".
-# THINK (the builds' think flags, used in the native step's traces) and PRIOR_TOKENS (the prior's new tokens a turn,
-# default 96) may be set.
+# THINK (the builds' think flags, used in the native step's traces), PRIOR_TOKENS (the prior's new tokens a turn,
+# default 96) and SEEDS (the perception draws, default "0 1") may be set.
 set -u
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
@@ -28,7 +28,7 @@ for v in $NAMES $BASE_NAMES; do
   python3 benchmarks/prior.py --strong /tmp/f/$v/cold_start --only strong --episodes 48 --device cuda \
     --max-new-tokens "${PRIOR_TOKENS:-96}" --out $OUTR/prior_$v > $OUTR/prior_$v.log 2>&1 &
 done
-for seed in 0 1; do
+for seed in ${SEEDS:-0 1}; do
   mkdir -p $OUTR/s$seed
   # shellcheck disable=SC2086  # name lists
   (R=$OUTR/s$seed; PERCEPTION_ARGS="--frames 200 --crops 200 --env-default-crops 200 --visible 40 --tool-episodes 96
