@@ -673,11 +673,13 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if windows:
             windows = round_windows(windows, widen=not getattr(agent, "copies_times", False))
         think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
-        if decision == "tool" and turns and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)):
-            think = THINK_ZOOM.format(scene=m.group(1))
+        zoom = (THINK_ZOOM.format(scene=m.group(1)) if decision == "tool" and turns
+                and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)) else None)
+        think = zoom or think
         opener = (str(rng.choice(NATIVE_OPENERS[native_think][decision]))
                   if dialect == "native" and native_think in NATIVE_OPENERS else None)
-        think = opener or think
+        # a spread opener keeps the zoom line after it: the later turn's calls need the scene it names
+        think = opener if opener and not (zoom and native_think == "spread") else think
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options",
                                         presence=PRESENCE_CHAINS.get(grounded_think, False)) or think
