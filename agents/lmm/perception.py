@@ -240,7 +240,7 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
     ``tools=False``: the env's setting without a tool (its prompt advertises none).
     Each record's ``answer_in_crops`` (needle families; else None): whether the world's captions of the crops the
     episode's calls returned name the answer object, i.e. whether its windows caught the answer at all, whatever
-    the sub-agent then said."""
+    the sub-agent then said; its ``texts``: the turns the policy generated (or was given), in order."""
     subagent = subagent or Subagent(policy, frame_size=None)
     banned = VISION_TOKENS + (TOOL_TAGS if forbid_tools else ())
     records = []
@@ -296,11 +296,11 @@ def play(policy, wc: WorldConfig, items: Sequence[tuple[int, int]], *, budgets: 
                     envs[j].unwrapped.deliver(results, [by_id.get(id(r), "") for r in results])
                     policy.extend(convs[j], [envs[j].unwrapped.messages[-1]])
                 turn += 1
-            for env, info, (i, k), shown, turns in zip(envs, infos, chunk, truly_shown, said):
+            for env, info, (i, k), shown, generated in zip(envs, infos, chunk, truly_shown, said):
                 target = answer_object(env.unwrapped.episode.question)
                 records.append(dict(index=i, k=k, family=info["family"], correct=bool(info.get("correct", False)),
                                     tool_calls=int(info["num_tool_calls"]), format=float(info.get("format_reward", 0.0)),
-                                    answer=info.get("answer"), turns=int(info["turn"]), texts=turns,
+                                    answer=info.get("answer"), turns=int(info["turn"]), texts=generated,
                                     answer_in_crops=None if target is None else target in named_objects(" ".join(shown))))
                 env.close()
     return records
