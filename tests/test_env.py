@@ -498,6 +498,23 @@ def test_scene_sightings_reach_to_the_neighbouring_scenes_times():
     assert scene_sightings(caption, "desert", (579.0, 773.0)) == []
 
 
+def play_scripted(env, name: str, seed: int):
+    """One episode of scripted agent ``name``: the turns it wrote and the last info."""
+    obs, info = env.reset(seed=seed)
+    agent = make_agent(name, env, seed=seed)
+    texts, done = [], False
+    while not done:
+        texts.append(agent.act(obs, info))
+        obs, _, term, trunc, info = env.step(texts[-1])
+        done = term or trunc
+    return texts, info
+
+
+def message_text(message) -> str:
+    c = message["content"]
+    return c if isinstance(c, str) else " ".join(p.get("text", "") for p in c)
+
+
 def test_split_scene_sightings_cut_each_sighting_at_the_scenes_own_printed_times():
     from agents.scripted import scene_sightings
 
@@ -514,8 +531,11 @@ def test_split_scene_sightings_cut_each_sighting_at_the_scenes_own_printed_times
 def test_sweep_agent_tiles_the_whole_video_between_printed_times_then_zooms_into_the_named_scene():
     """The sweep agent's first turn is the same for every question: the windows between consecutive printed
     bounds (0, the overview's timestamps, the video's length), end to end over the whole video; its second turn's
-    ends are numbers the first responses printed. At K = 4 its crops catch the needle far more often than zoom's."""
+    ends are numbers the first responses printed. At K = 4 it answers needle questions far better than the no-tool
+    agent."""
     import re
+
+    from agents.evaluate import evaluate
 
     def ends(turn):
         return [(float(a), float(b)) for a, b in
@@ -524,22 +544,18 @@ def test_sweep_agent_tiles_the_whole_video_between_printed_times_then_zooms_into
     env = make(frame_budget=4)
     zoomed = 0
     for seed in range(16):
-        obs, info = env.reset(seed=seed)
-        agent = make_agent("sweep", env, seed=seed)
-        texts, done = [], False
-        while not done:
-            texts.append(agent.act(obs, info))
-            obs, _, term, trunc, info = env.step(texts[-1])
-            done = term or trunc
+        texts, info = play_scripted(env, "sweep", seed)
         bounds = [0.0] + [round(float(t), 1) for t in env.overview.timestamps] + [round(env.episode.source.duration, 1)]
         assert ends(texts[0]) == list(itertools.pairwise(bounds))
         if len(texts) == 3 and "<tool_call>" in texts[1]:
             zoomed += 1
-            content = info["messages"][3]["content"]
-            first_responses = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+            first_responses = message_text(info["messages"][3])
             for a, b in ends(texts[1]):
                 assert f"{a:.1f}" in first_responses and f"{b:.1f}" in first_responses and b > a
     assert zoomed >= 4
+    sweep, no_tool = evaluate("sweep", 120, frame_budget=4), evaluate("no_tool", 120, frame_budget=4)
+    for family in ("needle", "needle_attribute"):
+        assert sweep["accuracy_per_family"][family] > no_tool["accuracy_per_family"][family] + 0.3
 
 
 def test_zoom_agent_copies_every_window_end_from_numbers_it_was_shown():
@@ -550,29 +566,19 @@ def test_zoom_agent_copies_every_window_end_from_numbers_it_was_shown():
 
     from agents.evaluate import evaluate
 
-    def text_of(message):
-        c = message["content"]
-        return c if isinstance(c, str) else " ".join(p.get("text", "") for p in c)
-
     def ends(turn):
         return re.findall(r'"start_time": ([\d.]+), "end_time": ([\d.]+)', turn)
 
     env = make(frame_budget=4)
     zoomed = 0
     for seed in range(24):
-        obs, info = env.reset(seed=seed)
-        agent = make_agent("zoom", env, seed=seed)
-        texts, done = [], False
-        while not done:
-            texts.append(agent.act(obs, info))
-            obs, _, term, trunc, info = env.step(texts[-1])
-            done = term or trunc
-        prompt = text_of(info["messages"][1])
+        texts, info = play_scripted(env, "zoom", seed)
+        prompt = message_text(info["messages"][1])
         printed = set(re.findall(r"\d+\.\d", prompt)) | {"0.0"}
         assert ends(texts[0]) and all(a in printed and b in printed for a, b in ends(texts[0]))
         if len(texts) == 3 and "<tool_call>" in texts[1]:
             zoomed += 1
-            first_responses = text_of(info["messages"][3])
+            first_responses = message_text(info["messages"][3])
             scene = re.search(r"during the (\w+) scene", env.episode.question.text).group(1)
             assert f"{scene} scene" in first_responses
             for a, b in ends(texts[1]):
