@@ -62,7 +62,7 @@ perceive_both_draws() {
 }
 
 # v11_tail IN NATIVE OUT NAME...: v11's last two steps on IN/NAME/cold_start for each NAME side by side: the native
-# step (cold_start_length.py, L = ${NATIVE_L:-300} cold-start steps, 65 % native rollouts, into NATIVE/NAME), then 150
+# step (cold_start_length.py, L = ${NATIVE_L:-300} cold-start steps, ${NATIVE_SHARE:-0.65} native rollouts, into NATIVE/NAME), then 150
 # caption-only steps at lr 5e-5 into OUT/NAME. Logs in $R; needs $THINK (the build's think flags).
 v11_tail() {
   local in=$1 native=$2 out=$3 v; shift 3
@@ -70,7 +70,7 @@ v11_tail() {
   for v in "$@"; do
     timeout "${NATIVE_S:-170}" python3 benchmarks/cold_start_length.py --base-strong "$in/$v/cold_start" --native-by trace \
       --native-think spread --episodes 48 --device cuda --workers 7 --rollout-batch 96 --build-dir "$native/$v" \
-      --sft-args "$THINK" --native-shares 0.65 --lengths "$L" --out "$R/native_$v" > "$R/native_$v.log" 2>&1 &
+      --sft-args "$THINK" --native-shares "${NATIVE_SHARE:-0.65}" --lengths "$L" --out "$R/native_$v" > "$R/native_$v.log" 2>&1 &
   done
   wait
   local C="--preset cpu --device cuda --amp false --stage1-frame 2000 --stage1-caption 4000 --stage1-direct 0

@@ -12,8 +12,8 @@
 #   tc90L6   scene_chain_calls, L = 600: does a longer cold start move the greedy decision?
 #   tcd90    scene_chain_decide (the decision to call first, then the reading), L = 300;
 #   tcd90L6  the same, L = 600.
-# VARIANTS ("name:L:flags[:start]|...", on one line; start: a cold_start folder beside its sft_args.json, default
-# START) replaces that set; the second call of the session:
+# VARIANTS ("name:L:flags[:start[:share]]|...", on one line; start: a cold_start folder beside its sft_args.json,
+# default START; share: the native step's share of native rollouts, default 0.65) replaces that set; the second call of the session:
 #   VARIANTS="tcd70tL6:600:--direct-think scene_chain_decide --tool-on-visible 0.7 --stage2-tool 6000|tcd80tL9:900:--direct-think scene_chain_decide --tool-on-visible 0.8 --stage2-tool 6000|tcd90L9:900:--direct-think scene_chain_decide" bash ...
 # Then gpu_tail.sh's prior (48 episodes, K = 64) and perception on both draws (n = 192 per arm each). Returns
 # results_NAME.tgz (logs, tables) and build_NAME.tgz per finished build (its cold start and sft_args.json).
@@ -23,17 +23,17 @@ set -u
 START=${START:-agents/lmm/checkpoints/tiny-weak/cold_start}
 B=$OUT T="--grounded-think true --option-think true --presence-think true --tool-on-visible 0.9"
 VARIANTS=${VARIANTS:-"tc90L6:600:--direct-think scene_chain_calls|tcd90:300:--direct-think scene_chain_decide|tcd90L6:600:--direct-think scene_chain_decide"}
-tail_variant() {  # tail_variant NAME L FROM THINK...: gpu_tail.sh on FROM into $B/NAME, stopped at LIMIT_S
-  local name=$1 l=$2 from=$3; shift 3; mkdir -p "$B/$name"
-  OUT=$B/$name NATIVE_L=$l NATIVE_S=${NATIVE_S:-240} STARTS="$name:$from" THINK="$T $*" \
+tail_variant() {  # tail_variant NAME L FROM SHARE THINK...: gpu_tail.sh on FROM into $B/NAME, stopped at LIMIT_S
+  local name=$1 l=$2 from=$3 share=$4; shift 4; mkdir -p "$B/$name"
+  OUT=$B/$name NATIVE_L=$l NATIVE_S=${NATIVE_S:-240} NATIVE_SHARE=$share STARTS="$name:$from" THINK="$T $*" \
     timeout "${LIMIT_S:-530}" bash benchmarks/results/presence/gpu_tail.sh > "$B/$name/log.txt" 2>&1
 }
 IFS='|' read -r -a specs <<< "$VARIANTS"
 NAMES=""
 for spec in "${specs[@]}"; do
-  IFS=':' read -r name l flags from <<< "$spec"; NAMES="$NAMES $name"
+  IFS=':' read -r name l flags from share <<< "$spec"; NAMES="$NAMES $name"
   # shellcheck disable=SC2086  # flags is a list of flags
-  tail_variant "$name" "$l" "${from:-$START}" $flags &
+  tail_variant "$name" "$l" "${from:-$START}" "${share:-0.65}" $flags &
 done
 wait
 # timeout stops gpu_tail.sh, not the jobs it started; none may outlive the call
