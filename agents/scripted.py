@@ -235,6 +235,11 @@ def scene_sightings(caption: str, name: str, window: tuple[float, float],
     return out
 
 
+def printed_sightings(caption: str, name: str) -> list[str]:
+    """Scene ``name`` as one crop's ``caption`` prints it, once per sighting: ["meadow scene (147.4-278.9 s)"]."""
+    return [m.group(0) for m in _SCENE_RE.finditer(caption) if m.group(1) == name]
+
+
 class ZoomCropAgent(ScriptedAgent):
     """Two turns of parallel crops whose every end is a number the agent was shown, then the answer.
 

@@ -101,6 +101,32 @@ def test_zoom_traces_copy_the_scene_times_of_the_first_responses_into_a_second_t
                              for c in first)
 
 
+def test_sighting_zoom_line_writes_the_scene_as_the_first_responses_print_it():
+    """``zoom_think="sighting"``: a sweep trace's second tool turn thinks each sighting of the question's scene
+    word for word as the first responses printed it, and the middle window of each sighting (the scene's own
+    printed first and last times) is among the calls that follow."""
+    traces = build_corpus(0, 0, 6, "paravt", seed=3, wc=WC, budgets=(4,), oracle_fraction=0.0,
+                          search_agent="sweep", families=("needle", "needle_attribute"), zoom_think="sighting")
+    zoomed = [s for s in traces if len(s.assistant_texts) == 3]
+    assert len(zoomed) >= 3
+    for s in zoomed:
+        scene = re.search(r"during the (\w+) scene", s.messages[1]["content"][-1]["text"]).group(1)
+        line = parse_turn(s.assistant_texts[1]).think.strip()
+        first_responses = next(m for m in s.messages[3:] if m["role"] == "user")
+        printed = " ".join(p.get("text", "") for p in first_responses["content"])
+        sightings = re.findall(rf"{scene} scene \(([\d.]+)(?:-([\d.]+))? s\)", printed)
+        assert sightings and line.startswith(f"I need a closer look during the {scene} scene (")
+        assert line.count(f"{scene} scene (") == len(sightings)
+        windows = {(c.arguments["start_time"], c.arguments["end_time"]) for c in parse_turn(s.assistant_texts[1]).tool_calls}
+        first, last = sightings[0]
+        assert f"{scene} scene ({first}" in line
+        if last:
+            assert (int(float(first)), int(float(last))) in windows
+    with pytest.raises(ValueError, match="zoom_think"):
+        build_corpus(0, 0, 1, "paravt", seed=3, wc=WC, budgets=(4,), oracle_fraction=0.0, search_agent="sweep",
+                     families=("needle",), zoom_think="sightings")
+
+
 def test_render_turn_dialects():
     t = render_turn("native", "look", windows=[(1.0, 5.0)], rng=np.random.default_rng(0), close_think_p=0.0)
     assert "</think>" not in t and parse_turn(t).tool_calls[0].arguments == {"start_time": 1.0, "end_time": 5.0}

@@ -171,7 +171,7 @@ from tqdm.auto import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.corpus import (KINDS, READING_FAMILIES, CaptionConfig, WorldConfig, merge_stats,  # noqa: E402
-                               tokenizer_texts, write_chunk)
+                               ZOOM_THINKS, tokenizer_texts, write_chunk)
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
@@ -291,6 +291,12 @@ class Args:
                                                           "was shown, no arithmetic; sweep: zoom's two turns, the "
                                                           "first always the whole video (agents/scripted.py)",
                                                           "choices": ("scene", "zoom", "sweep")})
+    zoom_think: str = field(default="scene", metadata={"help": "the think line of a trace's later tool turns (zoom "
+                                                       "and sweep). scene: \"I need a closer look during the X "
+                                                       "scene.\"; sighting: the scene as the last responses print "
+                                                       "it, times and all, so the calls copy their ends from "
+                                                       "beside it (agents.lmm.corpus.zoom_line)",
+                                                       "choices": ZOOM_THINKS})
     reading_oracle_fraction: float = field(default=0.5, metadata={"help": "reading drills played by the oracle (one "
                                                                   "response to read; the rest: --search-agent, "
                                                                   "whose crops return several objects). Drills train "
@@ -452,7 +458,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible",
-               "tool_families")
+               "tool_families", "zoom_think")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -539,6 +545,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   grounded_think=grounded_think_mode(args),
                   grounded_direct_think=False if args.direct_think == "none" else args.direct_think,
                   search_agent=args.search_agent,
+                  **({"zoom_think": args.zoom_think} if args.zoom_think != "scene" else {}),
                   **({"tool_visible_share": args.tool_on_visible} if args.tool_on_visible else {}))
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
@@ -603,7 +610,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
-                    "tool_on_visible": 0.0, "tool_families": ""}
+                    "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene"}
 
 
 def data_key(args: Args) -> str:

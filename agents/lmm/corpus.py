@@ -74,7 +74,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from agents.lmm.subagent import fit_frames, subagent_messages  # noqa: F401  (subagent_messages: re-exported)
-from agents.scripted import QUESTION_SCENE_RE, make_agent
+from agents.scripted import QUESTION_SCENE_RE, make_agent, printed_sightings
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn
@@ -158,6 +158,23 @@ THINK_AFTER_TOOL = "The crops answer it."
 # A second tool turn (the ``zoom`` agent's) names the scene it looks for: the question's words, which the
 # calls that follow then find in the first responses to copy that scene's times.
 THINK_ZOOM = "I need a closer look during the {scene} scene."
+ZOOM_THINKS = ("scene", "sighting")
+
+
+def zoom_line(env, scene: str, zoom_think: str = "scene") -> str:
+    """The think line of a tool turn after the first: :data:`THINK_ZOOM`; ``"sighting"``: the scene as the last
+    responses print it instead of the full stop, "... during the meadow scene (147.4-278.9 s); meadow scene
+    (410.4 s)." (each one a copy of printed text that opens the same way, the easiest copy there is), so the calls
+    that follow find their window ends beside the words just written instead of ~500 tokens back among
+    other scenes' times. Without a sighting in the responses it is the plain line."""
+    plain = THINK_ZOOM.format(scene=scene)
+    if zoom_think == "scene":
+        return plain
+    if zoom_think != "sighting":
+        raise ValueError(f"zoom_think must be one of {ZOOM_THINKS}, not {zoom_think!r}")
+    source = env.episode.source
+    seen = [s for r in env.last_crops if r.ok for s in printed_sightings(source.caption(r.frames.timestamps), scene)]
+    return f"{plain[:-len(f'{scene} scene.')]}{'; '.join(seen)}." if seen else plain
 
 
 # The native dialect's own ways of opening a turn (``native_think="varied"``). A tool-native model has many;
@@ -644,7 +661,8 @@ def _decision(agent_text: str):
 
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
                  close_think_p: float = 0.3, grounded_think: bool | str = False, native_share: float = 0.0,
-                 native_think: str = "fixed", grounded_direct_think: bool | str = False) -> Sample:
+                 native_think: str = "fixed", grounded_direct_think: bool | str = False,
+                 zoom_think: str = "scene") -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
@@ -662,7 +680,8 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     ``native_share``: see :func:`render_turn`. ``native_think="varied"`` / ``"spread"``: native turns open
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
-    so native rollouts practise the same reading as ParaVT ones and differ only in form."""
+    so native rollouts practise the same reading as ParaVT ones and differ only in form.
+    ``zoom_think``: the think line of later tool turns (:func:`zoom_line`)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
@@ -673,7 +692,7 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if windows:
             windows = round_windows(windows, widen=not getattr(agent, "copies_times", False))
         think = _think_body(agent, env.unwrapped, decision, windows=windows, answer=answer)
-        zoom = (THINK_ZOOM.format(scene=m.group(1)) if decision == "tool" and turns
+        zoom = (zoom_line(env.unwrapped, m.group(1), zoom_think) if decision == "tool" and turns
                 and (m := QUESTION_SCENE_RE.search(env.unwrapped.episode.question.text)) else None)
         think = zoom or think
         opener = (str(rng.choice(NATIVE_OPENERS[native_think][decision]))
@@ -842,7 +861,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
                  search_agent: str = "scene", native_trace_share: float = 0.0,
                  direct_no_tool_share: float = 0.0, decisions_trained: bool = True,
-                 tool_visible_share: float = 0.0) -> list[Sample]:
+                 tool_visible_share: float = 0.0, zoom_think: str = "scene") -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -868,7 +887,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     probability (drawn per sample; reading drills never): the native habit kept as whole rollouts, so the
     dialect is picked once, early, and then followed.
     ``native_think``: how native-dialect turns open; ``grounded_direct_think``: direct answers think what the
-    overview shows (both :func:`play_episode`).
+    overview shows; ``zoom_think``: what later tool turns think (all three :func:`play_episode`).
     ``direct_no_tool_share``: each direct answer is played, with this probability, in the env's ``tools=False``
     setting, whose prompt advertises no tool: answering from the overview is then practised where calling is no
     option, so it does not compete with the calling habit of the tool prompt.
@@ -914,7 +933,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
             played = "native" if trace_share and rng.random() < trace_share else dialect
             where = no_tool_env if no_tool_share and rng.random() < no_tool_share else env
             s = play_episode(where, agent(), played, i, k, rng, close_think_p, grounded_think, share, native_think,
-                             grounded_direct_think)
+                             grounded_direct_think, zoom_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
         return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
