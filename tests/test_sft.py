@@ -117,7 +117,8 @@ def test_sighting_zoom_line_writes_the_scene_as_the_first_responses_print_it():
         sightings = re.findall(rf"{scene} scene \(([\d.]+)(?:-([\d.]+))? s\)", printed)
         assert sightings and line.startswith(f"I need a closer look during the {scene} scene (")
         assert line.count(f"{scene} scene (") == len(sightings)
-        windows = {(c.arguments["start_time"], c.arguments["end_time"]) for c in parse_turn(s.assistant_texts[1]).tool_calls}
+        windows = {(c.arguments["start_time"], c.arguments["end_time"])
+                   for c in parse_turn(s.assistant_texts[1]).tool_calls}
         first, last = sightings[0]
         assert f"{scene} scene ({first}" in line
         if last:
@@ -125,6 +126,13 @@ def test_sighting_zoom_line_writes_the_scene_as_the_first_responses_print_it():
     with pytest.raises(ValueError, match="zoom_think"):
         build_corpus(0, 0, 1, "paravt", seed=3, wc=WC, budgets=(4,), oracle_fraction=0.0, search_agent="sweep",
                      families=("needle",), zoom_think="sightings")
+    from trainers import sft
+
+    assert sft.corpus_plan(sft.Args(zoom_think="sighting"))["s2_tool"][1]["zoom_think"] == "sighting"
+    assert "zoom_think" not in sft.corpus_plan(sft.Args())["s2_tool"][1]
+    assert sft.data_key(sft.Args(zoom_think="sighting")) != sft.data_key(sft.Args())
+    with pytest.raises(SystemExit):
+        sft.parse_args(["--zoom-think", "sightings"])
 
 
 def test_render_turn_dialects():

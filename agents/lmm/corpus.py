@@ -164,9 +164,10 @@ ZOOM_THINKS = ("scene", "sighting")
 def zoom_line(env, scene: str, zoom_think: str = "scene") -> str:
     """The think line of a tool turn after the first: :data:`THINK_ZOOM`; ``"sighting"``: the scene as the last
     responses print it instead of the full stop, "... during the meadow scene (147.4-278.9 s); meadow scene
-    (410.4 s)." (each one a copy of printed text that opens the same way, the easiest copy there is), so the calls
-    that follow find their window ends beside the words just written instead of ~500 tokens back among
-    other scenes' times. Without a sighting in the responses it is the plain line."""
+    (410.4 s).", so the calls that follow find their window ends beside the words just written instead of ~500
+    tokens back among other scenes' times. Without a sighting in the responses it is the plain line. Trained
+    builds write the line and copy their calls from it, but mostly with another scene's times: the lookup is
+    still the hard part (benchmarks/results/scene_view/README.md, twelfth session)."""
     plain = THINK_ZOOM.format(scene=scene)
     if zoom_think == "scene":
         return plain
