@@ -158,24 +158,23 @@ THINK_AFTER_TOOL = "The crops answer it."
 # A second tool turn (the ``zoom`` agent's) names the scene it looks for: the question's words, which the
 # calls that follow then find in the first responses to copy that scene's times.
 THINK_ZOOM = "I need a closer look during the {scene} scene."
+THINK_ZOOM_SIGHTED = "I need a closer look during the {sightings}."  # each "meadow scene (147.4-278.9 s)"
 ZOOM_THINKS = ("scene", "sighting")
 
 
 def zoom_line(env, scene: str, zoom_think: str = "scene") -> str:
     """The think line of a tool turn after the first: :data:`THINK_ZOOM`; ``"sighting"``: the scene as the last
-    responses print it instead of the full stop, "... during the meadow scene (147.4-278.9 s); meadow scene
+    responses print it (:data:`THINK_ZOOM_SIGHTED`), "... during the meadow scene (147.4-278.9 s); meadow scene
     (410.4 s).", so the calls that follow find their window ends beside the words just written instead of ~500
     tokens back among other scenes' times. Without a sighting in the responses it is the plain line. Trained
     builds write the line and copy their calls from it, but mostly with another scene's times: the lookup is
     still the hard part (benchmarks/results/scene_view/README.md, twelfth session)."""
-    plain = THINK_ZOOM.format(scene=scene)
-    if zoom_think == "scene":
-        return plain
-    if zoom_think != "sighting":
+    if zoom_think not in ZOOM_THINKS:
         raise ValueError(f"zoom_think must be one of {ZOOM_THINKS}, not {zoom_think!r}")
     source = env.episode.source
-    seen = [s for r in env.last_crops if r.ok for s in printed_sightings(source.caption(r.frames.timestamps), scene)]
-    return f"{plain[:-len(f'{scene} scene.')]}{'; '.join(seen)}." if seen else plain
+    seen = [s for r in env.last_crops if r.ok for s in printed_sightings(source.caption(r.frames.timestamps), scene)
+            ] if zoom_think == "sighting" else []
+    return THINK_ZOOM_SIGHTED.format(sightings="; ".join(seen)) if seen else THINK_ZOOM.format(scene=scene)
 
 
 # The native dialect's own ways of opening a turn (``native_think="varied"``). A tool-native model has many;
