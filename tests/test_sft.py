@@ -135,6 +135,34 @@ def test_sighting_zoom_line_writes_the_scene_as_the_first_responses_print_it():
         sft.parse_args(["--zoom-think", "sightings"])
 
 
+def test_sighting_drills_are_the_second_tool_turn_on_text_alone(policy):
+    """--stage2-sighting: each drill is a sweep trace of a needle question cut after its second tool turn, with no
+    frames (the overview's timestamps kept), and only that turn is a target: the sighting line, then calls whose
+    ends are the times it copied."""
+    from agents.lmm.corpus import encode_record, encoding_policy
+    from trainers import sft
+    drills = build_corpus(0, 0, 0, "paravt", seed=4, wc=WC, budgets=(4,), oracle_fraction=0.0, search_agent="sweep",
+                          families=("needle", "needle_attribute"), zoom_think="sighting", n_sighting=4)
+    assert len(drills) == 4 and {s.kind for s in drills} == {"sighting"}
+    enc, tok = encoding_policy(policy.tokenizer), policy.tokenizer
+    for s in drills:
+        assert [m["role"] for m in s.messages] == ["system", "user", "assistant", "user", "assistant"]
+        overview = s.messages[1]["content"]
+        assert all(p["type"] == "text" for p in overview) and re.match(r"<[\d.]+ seconds>", overview[0]["text"])
+        record = encode_record(enc, s)
+        assert record["frames"].shape[0] == 0
+        target = tok.decode(record["ids"][record["mask"]])
+        assert target.startswith("<think>\nI need a closer look during the ") and target.count("<tool_call>") >= 1
+        assert target == tok.decode(tok(s.assistant_texts[1] + "<|im_end|>")["input_ids"])
+        printed = " ".join(p["text"] for p in s.messages[3]["content"])
+        for first, last in re.findall(r"scene \(([\d.]+)-([\d.]+) s\)", parse_turn(s.assistant_texts[1]).think):
+            assert f"({first}-{last} s)" in printed and f'"start_time": {int(float(first))}, ' in target
+    assert "s2_sighting" not in sft.corpus_plan(sft.Args())
+    plan = sft.corpus_plan(sft.Args(stage2_sighting=5, zoom_think="sighting"))["s2_sighting"]
+    assert plan[0] == {"n_sighting": 5} and plan[1]["zoom_think"] == "sighting"
+    assert sft.data_key(sft.Args(stage2_sighting=5)) != sft.data_key(sft.Args())
+
+
 def test_render_turn_dialects():
     t = render_turn("native", "look", windows=[(1.0, 5.0)], rng=np.random.default_rng(0), close_think_p=0.0)
     assert "</think>" not in t and parse_turn(t).tool_calls[0].arguments == {"start_time": 1.0, "end_time": 5.0}
@@ -767,6 +795,20 @@ def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
     assert path.name == "cold_start" and (path / "config.json").is_file() and info["stage2_stopped"] == "time budget"
     state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=False)
     assert state["stage"] == "stage2" and state["step"] == info["stage2_steps_done"] > 0
+
+
+@pytest.mark.slow
+def test_a_fitted_cold_start_ends_annealed_before_its_budget(tmp_path, shared_corpus):
+    """--stage2-fit: the same run, its cosine stretched over the time left, ends on its own before the budget (not
+    stopped by it) with fewer steps than asked."""
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0",
+            "--stage2-fit", "true", "--time-budget-s", "60"]
+    path = sft.main(sft.parse_args(argv))
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert path.name == "cold_start" and info["stage2_stopped"] is None
+    assert 0 < info["stage2_steps_done"] < 100000 and info["total_seconds"] < 60
 
 
 @pytest.mark.slow

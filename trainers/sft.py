@@ -397,11 +397,19 @@ class Args:
                                                                "habit kept as whole rollouts beside the ParaVT "
                                                                "one, picked by a turn's first tokens (one prior "
                                                                "at a time)"})
+    stage2_sighting: int = field(default=0, metadata={"help": "stage 2: text-only drills of the second tool turn "
+                                                      "(agents.lmm.corpus.sighting_probe): --search-agent's traces "
+                                                      "of needle questions cut after that turn, its only target, "
+                                                      "frames left out; dense practice of the scene lookup its "
+                                                      "calls need"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
     stage2_steps: int = field(default=100, metadata={"help": "stage 2 (cold start) optimiser steps: its length"})
     stage2_lr: float = field(default=1e-3, metadata={"help": "stage 2 peak learning rate"})
+    stage2_fit: bool = field(default=False, metadata={"help": "with a time budget or deadline: stage 2's schedule "
+                                                     "ends by it, so steps that would not fit end with the learning "
+                                                     "rate annealed instead of cut mid-schedule"})
     # optimisation
     batch_size: int = field(default=8, metadata={"help": "sequences per step at most"})
     batch_tokens: int = field(default=65536, metadata={"help": "padded tokens per step at most"})
@@ -458,7 +466,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible",
-               "tool_families", "zoom_think")
+               "tool_families", "zoom_think", "stage2_sighting")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -519,11 +527,11 @@ def inherit_world(args: Args, given=()) -> Args:
 # ============================================================================================
 # Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
 _COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0, "n_recall": 0.02,
-         "n_presence": 0.1}
+         "n_presence": 0.1, "n_sighting": 0.3}
 # Every corpus part; its position seeds its chunks, so a part's data never depends on which other
 # parts a build asked for (the strong and the weak build share one corpus).
 PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption",
-         "s1_reading", "s1_direct_needle", "s1_recall", "s1_presence")
+         "s1_reading", "s1_direct_needle", "s1_recall", "s1_presence", "s2_sighting")
 # Drills come from train-split episodes past the world's dataset_size (fresh videos, never
 # validation's: a split owns every third video), so no drill repeats an episode the other parts use.
 DRILL_EPISODES = 60_000
@@ -573,6 +581,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
         plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle),
                                     dict(drills, **({"direct_no_tool_share": args.drill_no_tool_share}
                                                     if args.drill_no_tool_share else {})))
+    if args.stage2_sighting:
+        plan["s2_sighting"] = (dict(n_sighting=args.stage2_sighting), dict(s2, **tool_only))
     if args.stage1_recall:
         plan["s1_recall"] = (dict(n_recall=args.stage1_recall), {})
     if args.stage1_presence:
@@ -610,7 +620,8 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
-                    "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene"}
+                    "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene",
+                    "stage2_sighting": 0}
 
 
 def data_key(args: Args) -> str:
@@ -1184,7 +1195,8 @@ def main(args: Args) -> Path:
                next_steps=args.stage2_steps, next_share=args.stage2_share,
                lead_part="s1_recall", lead_steps=args.recall_warmup_steps, lead_lr=args.recall_warmup_lr,
                lead_share=args.recall_warmup_share)
-    s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr)
+    s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr,
+               end_by=deadline - 10.0 if args.stage2_fit else math.inf)
     def stopped_early(stage_name, r, alloc_s):
         """Out of time: keep what is learned (``base`` after a cut stage 1; ``cold_start`` marked
         ``stage2_stopped`` after a cut stage 2) and the state to resume from; say so."""

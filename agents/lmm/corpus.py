@@ -83,7 +83,7 @@ from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
 from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES, parse_caption, uniform_timestamps
 
-KINDS = ("frame", "caption", "direct", "tool", "recall", "presence")
+KINDS = ("frame", "caption", "direct", "tool", "recall", "presence", "sighting")
 DIALECTS = ("paravt", "native")
 GATING = (4, 8, 16, 32, 64)
 READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the responses name
@@ -91,7 +91,7 @@ READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the
 
 @dataclass
 class Sample:
-    kind: str          # "frame" | "caption" | "direct" | "tool"
+    kind: str          # one of KINDS
     dialect: str       # "paravt" | "native" | "caption"
     messages: list     # chat messages; assistant turns are the targets
     meta: dict
@@ -749,6 +749,22 @@ def _copy_messages(messages):
     return out
 
 
+def sighting_probe(trace: Sample) -> Sample | None:
+    """A text-only drill of the second tool turn's lookup (``trainers/sft.py --stage2-sighting``): ``trace`` (a
+    paravt tool trace) cut after its second tool turn, the only target, with the overview's frames left out (their
+    timestamps stay). That turn must find the question's scene among five responses full of other scenes and copy
+    the times printed after it; trained builds copy another scene's times instead (benchmarks/results/scene_view/
+    README.md, twelfth session). Without images a drill costs next to nothing to render, so a GPU step can see many
+    fresh ones. None when the trace has no second tool turn."""
+    turns = [i for i, m in enumerate(trace.messages) if m["role"] == "assistant"]
+    if len(turns) < 2 or "<tool_call>" not in trace.messages[turns[1]]["content"]:
+        return None
+    messages = [m if isinstance(m["content"], str) else
+                {"role": m["role"], "content": [p for p in m["content"] if p.get("type") == "text"]}
+                for m in _copy_messages(trace.messages[:turns[1] + 1])]
+    return Sample("sighting", "paravt", messages, dict(trace.meta), targets="last")
+
+
 def caption_sample(episode, window: tuple[float, float], wc: WorldConfig, *, max_frames: int | None = None,
                    render_size: tuple[int, int] | None = None) -> Sample:
     """Sub-agent sample: the crop's frames + the sub-agent prompt -> the world's caption.
@@ -861,7 +877,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
                  search_agent: str = "scene", native_trace_share: float = 0.0,
                  direct_no_tool_share: float = 0.0, decisions_trained: bool = True,
-                 tool_visible_share: float = 0.0, zoom_think: str = "scene") -> list[Sample]:
+                 tool_visible_share: float = 0.0, zoom_think: str = "scene", n_sighting: int = 0) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -955,6 +971,13 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
         x = play(lambda: "oracle" if rng.random() < oracle_fraction else search_agent, "paravt", False,
                  families or READING_FAMILIES)
         x is not None and x.meta["tool_calls"] and samples.append(replace(x, targets="last"))
+        progress and progress(1)
+    for _ in range(n_sighting):
+        for _ in range(max_tries):  # a first turn whose responses miss the scene has no second turn: drawn again
+            x = play(lambda: search_agent, "paravt", False, families or READING_FAMILIES)
+            if x is not None and (x := sighting_probe(x)) is not None:
+                samples.append(x)
+                break
         progress and progress(1)
     env.close()
     no_tool_env and no_tool_env.close()
@@ -1150,7 +1173,8 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
         policy = encoding_policy(tokenizer)
         samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
                                counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
-                               n_reading=counts.get("n_reading", 0), native_share=counts.get("native_share", 0.0),
+                               n_reading=counts.get("n_reading", 0), n_sighting=counts.get("n_sighting", 0),
+                               native_share=counts.get("native_share", 0.0),
                                native_trace_share=counts.get("native_trace_share", 0.0), **kwargs)
         packed, stats = pack_records([encode_record(policy, s) for s in samples]), corpus_stats(samples)
     tmp = f"{path}.tmp-{os.getpid()}.npz"

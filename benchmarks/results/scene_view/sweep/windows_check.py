@@ -4,7 +4,7 @@ times, the scene agent's windows and whether its crops showed the answer; the su
 accuracy and calls, and per family how many episodes made a second tool turn and how many of those named the
 question's scene in its think line.
 
-    python benchmarks/results/scene_view/sweep/windows_check.py CHECKPOINT N OUT.json"""
+    python benchmarks/results/scene_view/sweep/windows_check.py CHECKPOINT N OUT.json [DEVICE]"""
 import json
 import re
 import sys
@@ -17,7 +17,7 @@ from agents.lmm.policy import TransformersPolicy
 from agents.scripted import QUESTION_SCENE_RE, make_agent
 
 ckpt, n, out_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-policy = TransformersPolicy(ckpt, device="cpu")
+policy = TransformersPolicy(ckpt, device=sys.argv[4] if len(sys.argv) > 4 else "cpu")
 wc = world_config_of(ckpt)
 items = needle_items(n, 4, dataset_size=wc.dataset_size, seed=0)
 records = play(policy, wc, items, budgets=(4, 8, 16, 32, 64), forbid_tools=False, subagent="oracle", batch_size=48)
