@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Can the second turn's lookup be learned at all? (thirteenth session, second call, one GPU, under 10 minutes.)
+# gpu_sighting.sh mixed sighting drills into the native step, but rendering them took the training time (qa: 304
+# steps). Here the drills are the whole dose: their corpus is built once (N drills, 15 workers), then g2ks trains
+# on them alone in two runs side by side (pA: batch 64 at lr 3e-4; pB: batch 256 at lr 1e-3), each schedule ending
+# TRAIN_S seconds into the call (--stage2-fit). A diagnostic, not a build: the drills train nothing but the second
+# tool turn. Then the same measures as gpu_sighting.sh: the second turn against the scripted sweep's with truthful
+# captions (windows_check.py, second_turn_check.py), and quick perception on seed 0 to see what the rest lost.
+#   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting_dose.sh", carry=[".whl"])
+set -u
+T0=$(date +%s)
+. benchmarks/results/presence/device_lib.sh
+install_carried_wheels
+R=$OUT/r; mkdir -p "$R"
+SW=benchmarks/results/scene_view/sweep
+START=$SW/call2/g2ks/cold_start
+DATA="--preset gpu --tool-prior strong --init-from $START --stage1-frame 0 --stage1-caption 0 --stage1-direct 0
+  --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread --warmup 100
+  --grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
+  --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
+  --zoom-think sighting --seed 10 --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0
+  --stage2-sighting ${N:-40000} --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --progress false"
+# shellcheck disable=SC2086  # DATA is a list of flags
+python3 trainers/sft.py $DATA --stage2-steps 0 --workers 15 --out /tmp/corpus_only > "$R/corpus.log" 2>&1
+echo "corpus done at $(( $(date +%s) - T0 )) s"
+VARIANTS=${VARIANTS:-"pA:--batch-size 64 --batch-tokens 65536 --stage2-lr 3e-4|pB:--batch-size 256 --batch-tokens 262144 --stage2-lr 1e-3"}
+IFS='|' read -r -a specs <<< "$VARIANTS"
+NAMES=""
+for spec in "${specs[@]}"; do
+  name=${spec%%:*}; NAMES="$NAMES $name"
+  # shellcheck disable=SC2086  # flag lists
+  python3 trainers/sft.py $DATA ${spec#*:} --stage2-steps 100000 --stage2-fit true --workers 2 \
+    --deadline-unix $((T0 + ${TRAIN_S:-390})) --out "/tmp/f/$name" > "$R/train_$name.log" 2>&1 &
+done
+wait
+echo "training done at $(( $(date +%s) - T0 )) s"
+for n in $NAMES; do
+  [ -d "/tmp/f/$n/cold_start" ] || continue
+  (timeout 90 python3 $SW/windows_check.py "/tmp/f/$n/cold_start" 24 "$R/windows_$n.json" cuda > "$R/windows_$n.txt" 2>&1
+   python3 $SW/second_turn_check.py "/tmp/f/$n/cold_start" "$R/windows_$n.json" >> "$R/windows_$n.txt" 2>&1) &
+done
+wait
+for n in $NAMES; do
+  echo "== $n"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
+    'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"; grep -v Warn "$R/windows_$n.txt"
+done 2>&1 | tee "$OUT/lookup.txt"
+echo "lookup done at $(( $(date +%s) - T0 )) s"
+# shellcheck disable=SC2086  # NAMES is a list of names
+PERC_S=$(( 575 - ($(date +%s) - T0) )) quick_perceive /tmp/f 0 $NAMES | tee -a "$OUT/lookup.txt"
+for n in $NAMES; do
+  [ -d "/tmp/f/$n/cold_start" ] && tar czf "$OUT/build_$n.tgz" -C /tmp/f "$n/cold_start" "$n/sft_args.json"
+done
+tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
+echo "all done at $(( $(date +%s) - T0 )) s"
