@@ -160,6 +160,7 @@ def test_sighting_drills_are_the_second_tool_turn_on_text_alone(policy):
     assert "s2_sighting" not in sft.corpus_plan(sft.Args())
     plan = sft.corpus_plan(sft.Args(stage2_sighting=5, zoom_think="sighting"))["s2_sighting"]
     assert plan[0] == {"n_sighting": 5} and plan[1]["zoom_think"] == "sighting"
+    assert plan[1]["index_range"][0] == sft.Args().world().dataset_size  # fresh videos, none of stage 2's
     assert sft.data_key(sft.Args(stage2_sighting=5)) != sft.data_key(sft.Args())
 
 

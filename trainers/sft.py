@@ -399,9 +399,9 @@ class Args:
                                                                "at a time)"})
     stage2_sighting: int = field(default=0, metadata={"help": "stage 2: text-only drills of the second tool turn "
                                                       "(agents.lmm.corpus.sighting_probe): --search-agent's traces "
-                                                      "of needle questions cut after that turn, its only target, "
-                                                      "frames left out; dense practice of the scene lookup its "
-                                                      "calls need"})
+                                                      "of needle questions on fresh videos (as the drills), cut "
+                                                      "after that turn, its only target, frames left out; dense "
+                                                      "practice of the scene lookup its calls need"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
@@ -527,7 +527,7 @@ def inherit_world(args: Args, given=()) -> Args:
 # ============================================================================================
 # Relative cost of one sample per kind (measured on one CPU core): chunks hold ~equal work.
 _COST = {"n_frame": 1.0, "n_caption": 1.5, "n_direct": 5.0, "n_tool": 9.0, "n_reading": 9.0, "n_recall": 0.02,
-         "n_presence": 0.1, "n_sighting": 0.3}
+         "n_presence": 0.1, "n_sighting": 1.5}
 # Every corpus part; its position seeds its chunks, so a part's data never depends on which other
 # parts a build asked for (the strong and the weak build share one corpus).
 PARTS = ("s1_frame", "s1_caption", "s1_direct", "s1_native", "s2_tool", "s2_direct", "s2_frame", "s2_caption",
@@ -577,12 +577,12 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
     if any(native_count(args, p, args.stage1_reading) for p in priors):
         plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
                               dict(drills, oracle_fraction=args.reading_oracle_fraction))
+    if args.stage2_sighting:  # fresh videos too: drawn from stage 2's few hundred, the drills' times were memorised
+        plan["s2_sighting"] = (dict(n_sighting=args.stage2_sighting), drills)
     if args.stage1_direct_needle:
         plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle),
                                     dict(drills, **({"direct_no_tool_share": args.drill_no_tool_share}
                                                     if args.drill_no_tool_share else {})))
-    if args.stage2_sighting:
-        plan["s2_sighting"] = (dict(n_sighting=args.stage2_sighting), dict(s2, **tool_only))
     if args.stage1_recall:
         plan["s1_recall"] = (dict(n_recall=args.stage1_recall), {})
     if args.stage1_presence:

@@ -3,9 +3,11 @@
 # gpu_sighting.sh mixed sighting drills into the native step, but rendering them took the training time (qa: 304
 # steps). Here the drills are the whole dose: their corpus is built once (N drills, 15 workers), then g2ks trains
 # on them alone in two runs side by side (pA: batch 64 at lr 3e-4; pB: batch 256 at lr 1e-3), each schedule ending
-# TRAIN_S seconds into the call (--stage2-fit). A diagnostic, not a build: the drills train nothing but the second
+# TRAIN_S seconds into the call (--stage2-fit); the drills come from fresh videos (the first call drew them from
+# stage 2's few hundred, and the times were memorised per video: 3 of 48 held-out drills right). A diagnostic, not a build: the drills train nothing but the second
 # tool turn. Then the same measures as gpu_sighting.sh: the second turn against the scripted sweep's with truthful
-# captions (windows_check.py, second_turn_check.py), and quick perception on seed 0 to see what the rest lost.
+# captions (windows_check.py, second_turn_check.py), the same turn on held-out scripted first turns with and without
+# frames (drill_check.py), and, if END_S leaves 90 s, quick perception on seed 0 to see what the rest lost.
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting_dose.sh", carry=[".whl"])
 set -u
 T0=$(date +%s)
@@ -38,15 +40,18 @@ for n in $NAMES; do
   [ -d "/tmp/f/$n/cold_start" ] || continue
   (timeout 90 python3 $SW/windows_check.py "/tmp/f/$n/cold_start" 24 "$R/windows_$n.json" cuda > "$R/windows_$n.txt" 2>&1
    python3 $SW/second_turn_check.py "/tmp/f/$n/cold_start" "$R/windows_$n.json" >> "$R/windows_$n.txt" 2>&1) &
+  timeout 90 python3 $SW/drill_check.py "/tmp/f/$n/cold_start" 48 cuda > "$R/drills_$n.txt" 2>&1 &
 done
 wait
 for n in $NAMES; do
   echo "== $n"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
     'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"; grep -v Warn "$R/windows_$n.txt"
+  grep -v Warn "$R/drills_$n.txt" | tail -1
 done 2>&1 | tee "$OUT/lookup.txt"
 echo "lookup done at $(( $(date +%s) - T0 )) s"
 # shellcheck disable=SC2086  # NAMES is a list of names
-PERC_S=$(( 575 - ($(date +%s) - T0) )) quick_perceive /tmp/f 0 $NAMES | tee -a "$OUT/lookup.txt"
+PERC_S=$(( ${END_S:-575} - ($(date +%s) - T0) ))
+[ "$PERC_S" -ge 90 ] && quick_perceive /tmp/f 0 $NAMES | tee -a "$OUT/lookup.txt"
 for n in $NAMES; do
   [ -d "/tmp/f/$n/cold_start" ] && tar czf "$OUT/build_$n.tgz" -C /tmp/f "$n/cold_start" "$n/sft_args.json"
 done
