@@ -9,6 +9,8 @@
 # captions (windows_check.py, second_turn_check.py), the same turn on held-out scripted first turns with and without
 # frames (drill_check.py), and, if END_S leaves 90 s, quick perception on seed 0 to see what the rest lost.
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting_dose.sh", carry=[".whl"])
+# CORPUS=path.tgz (carried) skips the rendering: the third call carried the 12,000 fresh drills rendered on the CPU
+# (`tar czf .carry/fresh_corpus.tgz -C ~/.cache/paravt-gym/corpus KEY`, 5.4 MB; N must match the corpus).
 set -u
 T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
@@ -22,8 +24,12 @@ DATA="--preset gpu --tool-prior strong --init-from $START --stage1-frame 0 --sta
   --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
   --zoom-think sighting --seed 10 --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0
   --stage2-sighting ${N:-40000} --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --progress false"
-# shellcheck disable=SC2086  # DATA is a list of flags
-python3 trainers/sft.py $DATA --stage2-steps 0 --workers 15 --out /tmp/corpus_only > "$R/corpus.log" 2>&1
+if [ -n "${CORPUS:-}" ]; then  # a corpus pre-rendered elsewhere (tar.gz of its key folder): no rendering here
+  mkdir -p /tmp/corp && tar xzf "$CORPUS" -C /tmp/corp && DATA="$DATA --corpus-dir $(ls -d /tmp/corp/*)"
+else
+  # shellcheck disable=SC2086  # DATA is a list of flags
+  python3 trainers/sft.py $DATA --stage2-steps 0 --workers 15 --out /tmp/corpus_only > "$R/corpus.log" 2>&1
+fi
 echo "corpus done at $(( $(date +%s) - T0 )) s"
 VARIANTS=${VARIANTS:-"pA:--batch-size 64 --batch-tokens 65536 --stage2-lr 3e-4|pB:--batch-size 256 --batch-tokens 262144 --stage2-lr 1e-3"}
 IFS='|' read -r -a specs <<< "$VARIANTS"
@@ -45,8 +51,8 @@ done
 wait
 for n in $NAMES; do
   echo "== $n"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
-    'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"; grep -v Warn "$R/windows_$n.txt"
-  grep -v Warn "$R/drills_$n.txt" | tail -1
+    'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"
+  grep -v Warn "$R/windows_$n.txt"; grep -v Warn "$R/drills_$n.txt" | tail -1
 done 2>&1 | tee "$OUT/lookup.txt"
 echo "lookup done at $(( $(date +%s) - T0 )) s"
 # shellcheck disable=SC2086  # NAMES is a list of names
