@@ -24,7 +24,8 @@ Stage 1, "base pretraining", teaches the model to SEE and the strong prior its t
     The first ``--perception-warmup`` of stage 1 trains on captions only (seeing first).
 Stage 2, "cold start": a short SFT on the ParaVT grammar with PARALLEL calls (``<think>``, several
 ``<tool_call>`` JSON blocks in one turn, ``<answer>``): tool traces + direct answers on episodes
-disjoint from stage 1's, plus a little caption rehearsal (keeps the sub-agent skill).
+disjoint from stage 1's, plus a little caption rehearsal (keeps the sub-agent skill), and with
+``--stage2-sighting`` text-only drills of the second tool turn on fresh videos (``sighting_probe``).
 (``agents.lmm.corpus`` says how each kind is made and why.)
 
 Data is pre-rendered ONCE: ``--workers`` processes build every part in chunks and write token ids,
@@ -37,7 +38,7 @@ autocast on CUDA with ``--amp true``, fp32 with TF32 matmuls otherwise), and tak
 cross-entropy of assistant tokens only. AdamW, linear warm-up, cosine to 10 %. Stage 1 ends at
 ``--stage1-steps`` or at its share of ``--time-budget-s``, whichever comes first (the schedule
 follows the same progress); stage 2 runs its ``--stage2-steps`` (the cold-start length is a knob of
-the tool prior, so it does not shrink with time). A hard stop at the
+the tool prior, so it does not shrink with time; ``--stage2-fit`` lets it end by the deadline instead). A hard stop at the
 budget still saves. The run state is saved every ``--checkpoint-every-s`` seconds and re-running
 the same command resumes it.
 

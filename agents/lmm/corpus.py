@@ -754,8 +754,9 @@ def sighting_probe(trace: Sample) -> Sample | None:
     paravt tool trace) cut after its second tool turn, the only target, with the overview's frames left out (their
     timestamps stay). That turn must find the question's scene among five responses full of other scenes and copy
     the times printed after it; trained builds copy another scene's times instead (benchmarks/results/scene_view/
-    README.md, twelfth session). Without images a drill costs next to nothing to render, so a GPU step can see many
-    fresh ones. None when the trace has no second tool turn."""
+    README.md, twelfth session). Without frames a drill renders in milliseconds, so a GPU run can see many. Draw them
+    from many videos: on a few hundred, a model learns each video's times instead of the lookup (the same README,
+    thirteenth session). None when the trace has no second tool turn."""
     turns = [i for i, m in enumerate(trace.messages) if m["role"] == "assistant"]
     if len(turns) < 2 or "<tool_call>" not in trace.messages[turns[1]]["content"]:
         return None
