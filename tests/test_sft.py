@@ -164,6 +164,23 @@ def test_sighting_drills_are_the_second_tool_turn_on_text_alone(policy):
     assert sft.data_key(sft.Args(stage2_sighting=5)) != sft.data_key(sft.Args())
 
 
+def test_stage2_fresh_draws_stage_two_from_videos_no_other_part_uses():
+    """--stage2-fresh: stage 2's parts come from the block of train episodes after the drills' (unseen videos), and
+    samples built from that plan really carry such episodes; by default stage 2 keeps [--stage1-episodes, size)."""
+    from trainers import sft
+    size = sft.Args().world().dataset_size
+    default, fresh = sft.corpus_plan(sft.Args()), sft.corpus_plan(sft.Args(stage2_fresh=True))
+    assert default["s2_tool"][1]["index_range"] == (sft.Args().stage1_episodes, size)
+    lo, hi = size + sft.DRILL_EPISODES, size + 2 * sft.DRILL_EPISODES
+    for part in ("s2_tool", "s2_direct", "s2_frame", "s2_caption"):
+        assert fresh[part][1]["index_range"] == (lo, hi) and fresh[part][1]["wc"].dataset_size == hi
+    assert fresh["s1_frame"][1]["index_range"] == default["s1_frame"][1]["index_range"]
+    kwargs = dict(fresh["s2_direct"][1], wc=dataclasses.replace(WC, dataset_size=hi), seed=0)
+    samples = build_corpus(0, 2, 1, "paravt", **kwargs)
+    assert samples and all(lo <= s.meta["index"] < hi for s in samples)
+    assert sft.data_key(sft.Args(stage2_fresh=True)) != sft.data_key(sft.Args())
+
+
 def test_render_turn_dialects():
     t = render_turn("native", "look", windows=[(1.0, 5.0)], rng=np.random.default_rng(0), close_think_p=0.0)
     assert "</think>" not in t and parse_turn(t).tool_calls[0].arguments == {"start_time": 1.0, "end_time": 5.0}

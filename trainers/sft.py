@@ -403,6 +403,11 @@ class Args:
                                                       "of needle questions on fresh videos (as the drills), cut "
                                                       "after that turn, its only target, frames left out; dense "
                                                       "practice of the scene lookup its calls need"})
+    stage2_fresh: bool = field(default=False, metadata={"help": "stage 2 draws its episodes from 60,000 fresh train "
+                                                       "episodes (about 10,000 videos past the world's dataset size "
+                                                       "and the drills') instead of [--stage1-episodes, dataset "
+                                                       "size), about 333 videos: builds answered those 0.99 from the "
+                                                       "overview and unseen videos 0.71"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
@@ -467,7 +472,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible",
-               "tool_families", "zoom_think", "stage2_sighting")
+               "tool_families", "zoom_think", "stage2_sighting", "stage2_fresh")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -558,7 +563,12 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   **({"tool_visible_share": args.tool_on_visible} if args.tool_on_visible else {}))
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
-    s2 = dict(common, index_range=(args.stage1_episodes, args.world().dataset_size),
+    size = args.world().dataset_size
+    # --stage2-fresh: the block after the drills' (each a disjoint set of train videos, none of validation's)
+    s2_world = (dict(wc=dataclasses.replace(args.world(), dataset_size=size + 2 * DRILL_EPISODES),
+                     index_range=(size + DRILL_EPISODES, size + 2 * DRILL_EPISODES)) if args.stage2_fresh
+                else dict(index_range=(args.stage1_episodes, size)))
+    s2 = dict(common, **s2_world,
               close_think_p=args.native_close_think_p,  # both only shape native rollouts (--stage2-native-traces)
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
     mixed = {key: share for key, share in (("native_share", args.stage2_native_share),  # the cold start's markers
@@ -571,7 +581,6 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
             "s2_frame": (dict(n_frame=args.stage2_frame), s2), "s2_caption": (dict(n_caption=args.stage2_caption), s2)}
     if any(native_count(args, p) for p in priors):
         plan["s1_native"] = (dict(n_tool=args.stage1_tool, tool_dialect="native"), dict(s1, **tool_only))
-    size = args.world().dataset_size
     drills = dict(s1, wc=dataclasses.replace(args.world(), dataset_size=size + DRILL_EPISODES),
                   index_range=(size, size + DRILL_EPISODES), families=READING_FAMILIES,
                   **({} if args.drill_decisions else {"decisions_trained": False}))
@@ -622,7 +631,7 @@ LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_th
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
                     "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene",
-                    "stage2_sighting": 0}
+                    "stage2_sighting": 0, "stage2_fresh": False}
 
 
 def data_key(args: Args) -> str:
