@@ -406,8 +406,9 @@ class Args:
     stage2_fresh: bool = field(default=False, metadata={"help": "stage 2 draws its episodes from 60,000 fresh train "
                                                        "episodes (about 10,000 videos past the world's dataset size "
                                                        "and the drills') instead of [--stage1-episodes, dataset "
-                                                       "size), about 333 videos: builds answered those 0.99 from the "
-                                                       "overview and unseen videos 0.71"})
+                                                       "size), about 333 videos: a build trained through several "
+                                                       "native steps on them answered those 0.99 from the overview "
+                                                       "and unseen videos 0.71"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
