@@ -110,3 +110,21 @@ pack_builds() {
   tar czf "$OUT/results.tgz" -C "$(dirname "$R")" "$(basename "$R")" && rm -rf "$R"
   for v in "$@"; do tar czf "$OUT/build_$v.tgz" -C "$root" "$v/cold_start" "$v/sft_args.json"; done
 }
+
+# second_turn_checks ROOT NAME...: for each ROOT/NAME/cold_start, side by side on cuda, what its second tool turn
+# copies: after its own first turn with truthful captions (scene_view/sweep/windows_check.py on the 48 K = 4 needle
+# episodes, then second_turn_check.py) and after the scripted sweep's first turn on 48 validation drills
+# (drill_check.py); into $R/{windows,drills}_NAME.*, then each one's lines.
+second_turn_checks() {
+  local root=$1 sw=benchmarks/results/scene_view/sweep n; shift
+  for n in "$@"; do
+    [ -d "$root/$n/cold_start" ] || continue
+    (timeout 90 python3 $sw/windows_check.py "$root/$n/cold_start" 24 "$R/windows_$n.json" cuda > "$R/windows_$n.txt" 2>&1
+     python3 $sw/second_turn_check.py "$root/$n/cold_start" "$R/windows_$n.json" >> "$R/windows_$n.txt" 2>&1) &
+    timeout 90 python3 $sw/drill_check.py "$root/$n/cold_start" 48 cuda > "$R/drills_$n.txt" 2>&1 &
+  done
+  wait
+  for n in "$@"; do
+    echo "== $n"; grep -v Warn "$R/windows_$n.txt"; grep -v Warn "$R/drills_$n.txt" | tail -1
+  done
+}

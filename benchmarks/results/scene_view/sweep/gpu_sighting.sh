@@ -7,8 +7,8 @@
 # sequences (--batch-tokens 65536; the native step's own 16,384 fit about 14 of these 1,000-token traces; qb: 128),
 # and the native step's schedule ends TRAIN_S seconds into the call (--stage2-fit with --deadline-unix), whatever
 # step count that allows on the machine.
-# Then, per build: its second turn against the scripted sweep's (windows_check.py with truthful captions on the 48
-# K = 4 needle episodes, then second_turn_check.py) and quick perception on seed 0 (direct answers, tool gain).
+# Then, per build: its second turn (device_lib.sh second_turn_checks; the recorded call ran it before drill_check.py
+# joined it) and quick perception on seed 0 (direct answers, tool gain).
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting.sh", carry=[".whl"])
 # VARIANTS ("name:flags|...") and TRAIN_S may be set. Returns results.tgz, lookup.txt and one build_NAME.tgz each.
 set -u
@@ -16,8 +16,7 @@ T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 R=$OUT/r; mkdir -p "$R"
-SW=benchmarks/results/scene_view/sweep
-START=$SW/call2/g2ks/cold_start
+START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
 S="--grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
    --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
    --zoom-think sighting --seed 10 --stage2-tool 6000 --batch-tokens 65536 --warmup 100 --stage2-fit true
@@ -33,19 +32,12 @@ for spec in "${specs[@]}"; do
 done
 wait
 echo "builds done at $(( $(date +%s) - T0 )) s"
-for n in $NAMES; do
-  [ -d "/tmp/f/$n/cold_start" ] || continue
-  (timeout 90 python3 $SW/windows_check.py "/tmp/f/$n/cold_start" 24 "$R/windows_$n.json" cuda > "$R/windows_$n.txt" 2>&1
-   python3 $SW/second_turn_check.py "/tmp/f/$n/cold_start" "$R/windows_$n.json" >> "$R/windows_$n.txt" 2>&1) &
-done
-wait
-for n in $NAMES; do echo "== $n"; grep -v Warn "$R/windows_$n.txt"; done | tee "$OUT/lookup.txt"
+# shellcheck disable=SC2086  # NAMES is a list of names
+second_turn_checks /tmp/f $NAMES | tee "$OUT/lookup.txt"
 echo "lookup done at $(( $(date +%s) - T0 )) s"
 # shellcheck disable=SC2086  # NAMES is a list of names
 PERC_S=$(( 575 - ($(date +%s) - T0) )) quick_perceive /tmp/f 0 $NAMES | tee -a "$OUT/lookup.txt"
-for n in $NAMES; do
-  [ -d "/tmp/f/$n/cold_start" ] && tar czf "$OUT/build_$n.tgz" -C /tmp/f "$n/cold_start" "$n/sft_args.json"
-done
-tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
+# shellcheck disable=SC2086  # NAMES is a list of names
+pack_builds /tmp/f $NAMES
 echo "all done at $(( $(date +%s) - T0 )) s"
 ls -la "$OUT"

@@ -16,8 +16,7 @@ T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 R=$OUT/r; mkdir -p "$R"
-SW=benchmarks/results/scene_view/sweep
-START=$SW/call2/g2ks/cold_start
+START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
 DATA="--preset gpu --tool-prior strong --init-from $START --stage1-frame 0 --stage1-caption 0 --stage1-direct 0
   --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread --warmup 100
   --grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
@@ -43,23 +42,15 @@ done
 wait
 echo "training done at $(( $(date +%s) - T0 )) s"
 for n in $NAMES; do
-  [ -d "/tmp/f/$n/cold_start" ] || continue
-  (timeout 90 python3 $SW/windows_check.py "/tmp/f/$n/cold_start" 24 "$R/windows_$n.json" cuda > "$R/windows_$n.txt" 2>&1
-   python3 $SW/second_turn_check.py "/tmp/f/$n/cold_start" "$R/windows_$n.json" >> "$R/windows_$n.txt" 2>&1) &
-  timeout 90 python3 $SW/drill_check.py "/tmp/f/$n/cold_start" 48 cuda > "$R/drills_$n.txt" 2>&1 &
-done
-wait
-for n in $NAMES; do
   echo "== $n"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
     'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"
-  grep -v Warn "$R/windows_$n.txt"; grep -v Warn "$R/drills_$n.txt" | tail -1
 done 2>&1 | tee "$OUT/lookup.txt"
+# shellcheck disable=SC2086  # NAMES is a list of names
+second_turn_checks /tmp/f $NAMES | tee -a "$OUT/lookup.txt"
 echo "lookup done at $(( $(date +%s) - T0 )) s"
 # shellcheck disable=SC2086  # NAMES is a list of names
 PERC_S=$(( ${END_S:-575} - ($(date +%s) - T0) ))
 [ "$PERC_S" -ge 90 ] && quick_perceive /tmp/f 0 $NAMES | tee -a "$OUT/lookup.txt"
-for n in $NAMES; do
-  [ -d "/tmp/f/$n/cold_start" ] && tar czf "$OUT/build_$n.tgz" -C /tmp/f "$n/cold_start" "$n/sft_args.json"
-done
-tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
+# shellcheck disable=SC2086  # NAMES is a list of names
+pack_builds /tmp/f $NAMES
 echo "all done at $(( $(date +%s) - T0 )) s"
