@@ -818,15 +818,20 @@ def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
 @pytest.mark.slow
 def test_a_fitted_cold_start_ends_annealed_before_its_budget(tmp_path, shared_corpus):
     """--stage2-fit: the same run, its cosine stretched over the time left, ends on its own before the budget (not
-    stopped by it) with fewer steps than asked."""
+    stopped by it) with fewer steps than asked, its last learning rate near the cosine's floor (10 % of the peak)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     sft = _sft()
     argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
             "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0",
-            "--stage2-fit", "true", "--time-budget-s", "60"]
-    path = sft.main(sft.parse_args(argv))
+            "--stage2-fit", "true", "--time-budget-s", "60", "--log-every", "1"]
+    args = sft.parse_args(argv)
+    path = sft.main(args)
     info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
     assert path.name == "cold_start" and info["stage2_stopped"] is None
     assert 0 < info["stage2_steps_done"] < 100000 and info["total_seconds"] < 60
+    events = EventAccumulator(str(next((tmp_path / "runs").iterdir())))
+    events.Reload()
+    assert events.Scalars("stage2/lr")[-1].value < 0.15 * args.stage2_lr
 
 
 @pytest.mark.slow
