@@ -10,13 +10,14 @@
 # Then, per build: its second turn (device_lib.sh second_turn_checks; the recorded call ran it before drill_check.py
 # joined it) and quick perception on seed 0 (direct answers, tool gain).
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting.sh", carry=[".whl"])
-# VARIANTS ("name:flags|...") and TRAIN_S may be set. Returns results.tgz, lookup.txt and one build_NAME.tgz each.
+# VARIANTS ("name:flags|..." or "name:flags:native share|..."), START (the build every variant continues) and TRAIN_S
+# may be set. Returns results.tgz, lookup.txt and one build_NAME.tgz each.
 set -u
 T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 R=$OUT/r; mkdir -p "$R"
-START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
+START=${START:-benchmarks/results/scene_view/sweep/call2/g2ks/cold_start}
 S="--grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
    --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
    --zoom-think sighting --seed 10 --stage2-tool 6000 --batch-tokens 65536 --warmup 100 --stage2-fit true
@@ -25,10 +26,11 @@ VARIANTS=${VARIANTS:-"qa:--stage2-sighting 24000|qb:--stage2-sighting 24000 --ba
 IFS='|' read -r -a specs <<< "$VARIANTS"
 NAMES=""
 for spec in "${specs[@]}"; do
-  name=${spec%%:*}; NAMES="$NAMES $name"
+  name=${spec%%:*}; NAMES="$NAMES $name"; rest=${spec#*:}; flags=${rest%%:*}; share=0.65
+  [ "$rest" != "$flags" ] && share=${rest#*:}
   mkdir -p "/tmp/s/$name" && cp -r "$START" "/tmp/s/$name/cold_start" && cp "$(dirname "$START")/sft_args.json" "/tmp/s/$name/"
   # shellcheck disable=SC2086  # flags are lists of flags
-  (THINK="$S ${spec#*:}" NATIVE_L=100000 NATIVE_S=400 v11_tail /tmp/s /tmp/n /tmp/f "$name") &
+  (THINK="$S $flags" NATIVE_SHARE=$share NATIVE_L=100000 NATIVE_S=400 v11_tail /tmp/s /tmp/n /tmp/f "$name") &
 done
 wait
 echo "builds done at $(( $(date +%s) - T0 )) s"
