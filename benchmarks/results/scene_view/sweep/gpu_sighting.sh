@@ -12,6 +12,10 @@
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting.sh", carry=[".whl"])
 # VARIANTS ("name:flags|..." or "name:flags:native share|..."), START (the build every variant continues) and TRAIN_S
 # may be set. Returns results.tgz, lookup.txt and one build_NAME.tgz each.
+# Fourteenth session (fresh stage-2 videos; strong v14 is ffa): call 1 (sweep/call5/) with
+#   VARIANTS="fr:--stage2-fresh true|frs:--stage2-fresh true --stage2-sighting 12000", call 2 (sweep/call6/) with
+#   START=benchmarks/results/scene_view/sweep/call5/fr/cold_start (fr's weights are not in git)
+#   VARIANTS="ffa:--stage2-fresh true --seed 11|ffb:--stage2-fresh true --seed 12:0.8".
 set -u
 T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
