@@ -16,12 +16,16 @@
 #   VARIANTS="fr:--stage2-fresh true|frs:--stage2-fresh true --stage2-sighting 12000", call 2 (sweep/call6/) with
 #   START=benchmarks/results/scene_view/sweep/call5/fr/cold_start (fr's weights are not in git)
 #   VARIANTS="ffa:--stage2-fresh true --seed 11|ffb:--stage2-fresh true --seed 12:0.8".
+# START defaults to the shipped strong cold start (v14). The recorded calls started from g2ks, whose weights left the
+# tree in the fourteenth session (a call carries at most 64 MiB); restore them with
+#   git checkout ad0ce1f -- benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
+# and pass START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start.
 set -u
 T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 R=$OUT/r; mkdir -p "$R"
-START=${START:-benchmarks/results/scene_view/sweep/call2/g2ks/cold_start}
+START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
 S="--grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
    --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
    --zoom-think sighting --seed 10 --stage2-tool 6000 --batch-tokens 65536 --warmup 100 --stage2-fit true

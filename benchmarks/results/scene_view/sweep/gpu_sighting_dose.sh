@@ -11,12 +11,16 @@
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting_dose.sh", carry=[".whl"])
 # CORPUS=path.tgz (carried) skips the rendering: the third call carried the 12,000 fresh drills rendered on the CPU
 # (`tar czf .carry/fresh_corpus.tgz -C ~/.cache/paravt-gym/corpus KEY`, 5.4 MB; N must match the corpus).
+# START defaults to the shipped strong cold start (v14). The recorded calls started from g2ks, whose weights left the
+# tree in the fourteenth session (a call carries at most 64 MiB); restore them with
+#   git checkout ad0ce1f -- benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
+# and pass START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start.
 set -u
 T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
 install_carried_wheels
 R=$OUT/r; mkdir -p "$R"
-START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
+START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
 DATA="--preset gpu --tool-prior strong --init-from $START --stage1-frame 0 --stage1-caption 0 --stage1-direct 0
   --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread --warmup 100
   --grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
