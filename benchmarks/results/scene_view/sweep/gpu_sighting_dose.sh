@@ -11,10 +11,7 @@
 #   run(command="bash benchmarks/results/scene_view/sweep/gpu_sighting_dose.sh", carry=[".whl"])
 # CORPUS=path.tgz (carried) skips the rendering: the third call carried the 12,000 fresh drills rendered on the CPU
 # (`tar czf .carry/fresh_corpus.tgz -C ~/.cache/paravt-gym/corpus KEY`, 5.4 MB; N must match the corpus).
-# START defaults to the shipped strong cold start (v14). The recorded calls started from g2ks, whose weights left the
-# tree in the fourteenth session (a call carries at most 64 MiB); restore them with
-#   git checkout ad0ce1f -- benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
-# and pass START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start.
+# START: as in gpu_sighting.sh (the shipped strong cold start; its header says how to restore the recorded g2ks).
 set -u
 T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
