@@ -9,6 +9,9 @@ evaluation off) and reports seconds per step, generated tokens per second, and w
 goes: main-agent generation, sub-agent generation, env + reward (reset, parsing, cropping,
 scoring, prompt rendering), and the update (log-prob forwards of policy and reference,
 backward, optimizer). The first step is reported apart (warm-up) and excluded from the means.
+The same steps then run again with every update chunk one padded batch of up to --micro-batch-size
+rows (`--micro-batch-tokens` unbounded, the GPU setting): the update seconds side by side show what
+the CPU's token cap on chunks buys (same seeds, so the first step's rollouts are the same).
 
 Part 2 plays the same validation episodes (same reset seeds, hence same K) with the same
 checkpoint under parallel and under sequential dispatch, the policy as its own sub-agent, all
@@ -88,6 +91,9 @@ def dispatch_compare(model: str, device: str, episodes: int, base: core.GRPOArgs
     return out
 
 
+UNCAPPED = ["--micro-batch-tokens", str(10**9)]
+
+
 def markdown(res: dict) -> str:
     m = res["grpo"]["mean_after_first"]
     lines = [f"**GRPO speed** ({res['device']}, {res['threads']} torch thread(s), model `{res['model']}`)", "",
@@ -101,6 +107,14 @@ def markdown(res: dict) -> str:
                      f"{r['generate_sub']:.2f} | {r['env']:.2f} | {r['backward']:.2f} | {r['tool_calls_per_rollout']:.2f} |")
     lines.append(f"| mean (excl. first) | {m['seconds']:.2f} | {m['tokens_per_second']:.1f} | {m['generate_main']:.2f} | "
                  f"{m['generate_sub']:.2f} | {m['env']:.2f} | {m['backward']:.2f} | {m['tool_calls_per_rollout']:.2f} |")
+    cap = res["settings"]["micro_batch_tokens"] or "auto"
+    lines += ["", f"**Update chunking** (the same steps again; update seconds: chunks of at most --micro-batch-tokens "
+              f"{cap} rows x longest row, against one padded chunk of up to --micro-batch-size rows)", "",
+              "| step | update, token-capped chunks | update, padded chunks | ratio |", "|---|---|---|---|"]
+    for a, b in zip(res["grpo"]["steps"], res["grpo_padded"]["steps"]):
+        lines.append(f"| {a['step']} | {a['backward']:.2f} | {b['backward']:.2f} | {b['backward'] / max(a['backward'], 1e-9):.2f} |")
+    a, b = m["backward"], res["grpo_padded"]["mean_after_first"]["backward"]
+    lines.append(f"| mean (excl. first) | {a:.2f} | {b:.2f} | {b / max(a, 1e-9):.2f} |")
     n = next(iter(res["dispatch"].values()))["episodes"]
     lines += ["", f"**Parallel vs sequential dispatch** (same checkpoint, the same {n} validation episodes, the policy "
               "as its own sub-agent, batched; calls: executed / emitted per episode; parallel turns: share of turns "
@@ -132,8 +146,10 @@ def main(argv=None):
     res = {"model": model, "device": a.device, "threads": base.torch_threads,
            "settings": {k: getattr(base, k) for k in ("group_size", "prompts_per_step", "max_new_tokens",
                                                       "subagent_max_new_tokens", "frame_size", "nframes_gating",
-                                                      "max_turns", "max_calls_per_turn")},
+                                                      "max_turns", "max_calls_per_turn", "micro_batch_size",
+                                                      "micro_batch_tokens")},
            "grpo": grpo_steps(model, a.device, a.steps, list(a.extra)),
+           "grpo_padded": grpo_steps(model, a.device, a.steps, [*a.extra, *UNCAPPED]),
            "dispatch": dispatch_compare(model, a.device, a.episodes, base)}
     write_report(a.out, res, markdown(res))
     return res

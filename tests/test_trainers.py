@@ -144,6 +144,30 @@ def test_logprob_anchor_touches_structural_positions_only(policy):
     assert all(v.abs().sum() == 0 for v in g0.values())
 
 
+def test_token_capped_chunks_change_the_speed_not_the_update(policy):
+    """--micro-batch-tokens only regroups sequences: one padded chunk and one sequence per chunk give
+    the same gradients, and every chunk respects both caps."""
+    seqs = []
+    for i, words in enumerate(["red", "a red and blue square at the top " * 3, "blue", "green " * 12]):
+        conv = _episode_conv(policy)
+        conv.append_completion(policy.completion_from_text(words))
+        seqs.append(TrainSeq(conv, (-1.0) ** i, "main"))
+    lens = sorted(len(s.conv) for s in seqs)
+    assert lens[0] < lens[-1]  # padding happens in a shared chunk
+    cap = 2 * lens[1]
+    chunks = core._chunks(seqs, 3, cap)
+    assert sorted(len(s.conv) for c in chunks for s in c) == lens
+    assert all(len(c) <= 3 and (len(c) == 1 or len(c) * max(len(s.conv) for s in c) <= cap) for c in chunks)
+    assert len(core._chunks(seqs, 16, None)) == 1 and len(core._chunks(seqs, 16, 1)) == 4
+    args = GRPOArgs(kl_coef=0.0, max_grad_norm=1e9, micro_batch_size=16)
+    together = _grads(policy, seqs, replace(args, micro_batch_tokens=10**9))
+    alone = _grads(policy, seqs, replace(args, micro_batch_tokens=1))
+    assert together.keys() == alone.keys() and len(together) > 0
+    for k in together:
+        torch.testing.assert_close(alone[k], together[k], atol=1e-5 * float(together[k].abs().max()) + 1e-7, rtol=0)
+    assert core.micro_batch_tokens(GRPOArgs(), "cpu") == 2048 and core.micro_batch_tokens(GRPOArgs(), "cuda") is None
+
+
 # ------------------------------------------------------------------ rollouts with sub-agents
 CALL = '<tool_call>{"name": "crop_video", "arguments": {"start_time": %d, "end_time": %d}}</tool_call>'
 

@@ -118,7 +118,8 @@ class GRPOArgs:
     temperature: float = arg(0.7, "training sampling temperature (paper: 0.7)")
     eval_temperature: float = arg(0.6, "evaluation temperature (paper: 0.6); 0 = greedy")
     top_p: float = arg(1.0, "nucleus sampling")
-    max_new_tokens: int = arg(64, "new tokens per main-agent turn (paper: 2048)")
+    max_new_tokens: int = arg(192, "new tokens per main-agent turn (paper: 2048); 192 holds the shipped strong "
+                                   "model's widest turn, a think line and five crop calls (about 170 tokens)")
     subagent_max_new_tokens: int = arg(32, "new tokens per sub-agent answer (paper cuts tool responses at 512)")
     subagent_frames_per_pass: str = arg("auto", "the policy's sub-agent looks at a crop in parts of at most this "
                                                 "many frames and merges their captions (agents.lmm.Subagent); 0: one "
@@ -189,6 +190,10 @@ class GRPOArgs:
                                 "is 1 up to numerics and train/clip_fraction stays ~0; from the 2nd pass the ratio "
                                 "moves and train/clip_fraction (then the mean over passes 2..N) measures the clip")
     micro_batch_size: int = arg(16, "sequences per forward/backward chunk")
+    micro_batch_tokens: int = arg(0, "at most this many rows x longest row per chunk (a longer sequence goes alone); "
+                                     "0 = auto: 2048 on a CPU, no cap on a GPU. Why: on a CPU, attention over a "
+                                     "padded batch takes its slow masked path; a 16-rollout chunk of 340-1483 tokens "
+                                     "took 4.4x as long as its rows one at a time")
     freeze_vision: bool = arg(True, "freeze the vision tower (RL adapts the language model; no backward through "
                                     "the image encoder, the bulk of CPU step time)")
     subagent: str = arg("policy", "who summarises each crop: policy (the model itself, as in the paper) or oracle "
@@ -290,7 +295,7 @@ def validate_args(args) -> None:
     if (args.decode_attention != "sdpa" or fused_kinds(args)) and not args.rollout_backend.startswith("hf-graph"):
         raise ValueError("--decode-attention and --fuse-projections choose what a graph sampler's decode step runs: "
                          f"use --rollout-backend hf-graph or hf-graph-compiled, not {args.rollout_backend}")
-    for name in ("lr_warmup_steps", "eval_every", "checkpoint_every"):
+    for name in ("lr_warmup_steps", "eval_every", "checkpoint_every", "micro_batch_tokens"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
     for name, allowed in (("dtype", ("fp32", "bf16")), ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
@@ -526,13 +531,31 @@ class TrainSeq:
     kind: str  # "main" | "sub"
 
 
-def _chunks(seqs: list[TrainSeq], size: int) -> list[list[TrainSeq]]:
+def micro_batch_tokens(args, device) -> int | None:
+    """--micro-batch-tokens, with 0 resolved for the device the update runs on (None: no cap)."""
+    if args.micro_batch_tokens:
+        return args.micro_batch_tokens
+    return None if torch.device(device).type == "cuda" else 2048
+
+
+def _chunks(seqs: list[TrainSeq], size: int, max_padded_tokens: int | None = None) -> list[list[TrainSeq]]:
+    """Forward/backward chunks of at most `size` sequences and, when set, at most `max_padded_tokens`
+    rows x longest row (a longer sequence goes alone). Sequences are sorted by length first, so each
+    chunk pads little."""
     main = [s for s in seqs if s.kind == "main"]
     sub = [s for s in seqs if s.kind == "sub"]
     out = []
     for group in (main, sub):  # main and sub-agent sequences differ in length: batch them apart
-        group = sorted(group, key=lambda s: len(s.conv))
-        out += [group[i:i + size] for i in range(0, len(group), size)]
+        chunk: list[TrainSeq] = []
+        for s in sorted(group, key=lambda s: len(s.conv)):
+            full = len(chunk) == size or (max_padded_tokens is not None and chunk
+                                          and (len(chunk) + 1) * len(s.conv) > max_padded_tokens)
+            if full:
+                out.append(chunk)
+                chunk = []
+            chunk.append(s)
+        if chunk:
+            out.append(chunk)
     return out
 
 
@@ -550,7 +573,7 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
     if dist.world > 1:
         torch.distributed.all_reduce(counts)
     g_tokens, g_struct = max(float(counts[0]), 1.0), max(float(counts[1]), 1.0)
-    chunks = _chunks(seqs, args.micro_batch_size)
+    chunks = _chunks(seqs, args.micro_batch_size, micro_batch_tokens(args, device))
     n_chunks = len(chunks)
     if dist.world > 1:  # every process must run the same number of forward/backward passes under DDP
         t = torch.tensor([n_chunks], dtype=torch.long, device=device)
