@@ -326,7 +326,8 @@ def test_bad_arguments_stop_early(tmp_path, capsys):
     from trainers import para_grpo
 
     for bad in (["--anchor-mode", "sideways"], ["--frame-budget", "12"], ["--model", str(tmp_path / "nope")],
-                ["--group-size", "1"], ["--subagent-frames-per-pass", "-1"], ["--subagent-frames-per-pass", "two"]):
+                ["--group-size", "1"], ["--subagent-frames-per-pass", "-1"], ["--subagent-frames-per-pass", "two"],
+                ["--micro-batch-tokens", "-1"], ["--micro-batch-size", "0"]):
         with pytest.raises(SystemExit) as exc:
             core.parse_args(para_grpo.Args, bad)
         assert exc.value.code == 2, bad
@@ -337,6 +338,7 @@ def test_bad_arguments_stop_early(tmp_path, capsys):
     p = subprocess.run([sys.executable, "trainers/para_grpo.py", "--help"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0 and "--no-think-prefix" in p.stdout and "--anchor-mode" in p.stdout
+    assert "--micro-batch-tokens" in p.stdout
 
 
 @pytest.mark.slow
