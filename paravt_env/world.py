@@ -384,9 +384,11 @@ class CaptionEntry:
     first: float
     last: float
 
+    def span(self) -> str:
+        return f"{self.first:.1f} s" if self.first == self.last else f"{self.first:.1f}-{self.last:.1f} s"
+
     def text(self) -> str:
-        span = f"{self.first:.1f} s" if self.first == self.last else f"{self.first:.1f}-{self.last:.1f} s"
-        return f"{self.what} ({span})"
+        return f"{self.what} ({self.span()})"
 
 
 def render_caption(scenes: list[CaptionEntry], objects: list[CaptionEntry]) -> str:

@@ -33,14 +33,10 @@ import torch
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 4)))
 
 from agents.lmm.tiny_qwen import build_tiny_model  # noqa: E402
-from paravt_env.world import COLOURS, SCENE_NAMES, SHAPES  # noqa: E402
+from paravt_env.world import COLOURS, SCENE_NAMES, SHAPES, CaptionEntry  # noqa: E402
 
 SHIPPED = "agents/lmm/checkpoints/tiny-strong/cold_start"
 FORMS = ("today", "adjacent")
-
-
-def span_text(a: float, b: float) -> str:
-    return f"{a:.1f}-{b:.1f} s" if b > a else f"{a:.1f} s"
 
 
 def probe(rng: np.random.Generator, form: str) -> tuple[str, str]:
@@ -60,12 +56,14 @@ def probe(rng: np.random.Generator, form: str) -> tuple[str, str]:
             t = b + float(rng.uniform(1, 20))
             name = names[k]
             k += 1
-            spans[name] = span_text(round(a, 1), round(b, 1))
-            entries.append(f"{name} scene ({spans[name]})" if form == "today" else f"{name} {spans[name]}")
+            scene = CaptionEntry(f"{name} scene", round(a, 1), round(b, 1))  # the world's caption grammar
+            spans[name] = scene.span()
+            entries.append(scene.text() if form == "today" else f"{name} {spans[name]}")
         objects = []
         for _ in range(int(rng.integers(0, 2))):
             colour, shape = rng.choice(list(COLOURS)), rng.choice(list(SHAPES))
-            objects.append(f"{colour} {shape} ({float(rng.uniform(lo, t)):.1f} s)")
+            seen = float(rng.uniform(lo, t))
+            objects.append(CaptionEntry(f"{colour} {shape}", seen, seen).text())
         hi = t + float(rng.uniform(1, 10))
         t = hi
         text = f"crop_video {lo:.1f}-{hi:.1f} s (8 frames): Scenes: {'; '.join(entries)}."
