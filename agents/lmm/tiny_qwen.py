@@ -224,7 +224,10 @@ def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.
         raise ValueError(f"model directory {path!r} cannot be loaded: {problem}")
     kw = dict(local_files_only=True)
     try:
-        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32, **kw)
+        # use_kernels=False: transformers 5.2x otherwise swaps layers for kernels fetched from the Hub, which
+        # breaks offline loading on a GPU (local_files_only does not cover them) and is no longer the stock math.
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype or torch.float32, use_kernels=False,
+                                                            **kw)
         tokenizer = AutoTokenizer.from_pretrained(path, **kw)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ValueError(f"model directory {path!r} cannot be loaded: {type(exc).__name__}: {exc}") from exc

@@ -41,7 +41,7 @@ for form in ("frames", "text"):
     source = dict(right_scene=0, other_scene=0, never_printed=0, no_times=0)
     for (_, d), o in zip(pairs, outs):
         want = parse_turn(d.assistant_texts[1]).think.strip()
-        got = parse_turn(o.text).think.strip()
+        got = (parse_turn(o.text).think or "").strip()  # a turn with no closed think block copies nothing
         exact += got == want
         printed = [m.groups() for p in d.messages[3]["content"] for m in SIGHTING.finditer(p["text"])]
         scene, first = SIGHTING.search(want).group(1), SIGHTING.search(got)
