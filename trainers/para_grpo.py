@@ -7,12 +7,12 @@
     tensorboard --logdir runs
 
 Default run (2-core CPU, under 5 minutes of CPU time): takes agents.lmm.default.default_checkpoint("strong")
-(shipped in the repository; built on first use if missing), then 20 steps of 2 prompts x G = 8
+(shipped in the repository; built on first use if missing), then 12 steps of 2 prompts x G = 8
 rollouts (56x56 frames, 4 visual tokens each; K ~ nFrames gating over {4, 8, 16}, the overviews too
 small to show most evidence; up to 3 turns of 192 new tokens, up to 5 parallel calls answered by the
 policy itself as sub-agent in <= 32 tokens), AdamW 1e-4, PPO clip 0.2, KL 0.01; validation on 24
-episodes before training and every 10 steps. ``--gating-budgets 4,8,16,32,64 --total-steps 40`` is
-the paper's gating set and the earlier length (about 4x the CPU time: K = 64 prompts dominate).
+episodes before training and every 6 steps. ``--gating-budgets 4,8,16,32,64 --total-steps 40`` is
+the paper's gating set and a longer run (about 7x the CPU time: K = 64 prompts dominate).
 TensorBoard in runs/para_grpo__s1/, checkpoints (model + optimizer + RNG) every 10 steps in
 runs/<run name>/checkpoints (--resume continues), the trained model in runs/<run name>/final_model
 (pass it to --model).
