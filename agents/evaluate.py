@@ -42,19 +42,20 @@ def run_episode(env, agent, seed: int, episode_index: int) -> dict:
             "tool_calls": info["num_tool_calls"], "frame_budget": info["frame_budget"]}
 
 
-def evaluate(agent_name: str, episodes: int, seed: int = 0, **env_kwargs) -> dict:
+def evaluate(agent_name: str, episodes: int, seed: int = 0, first_episode: int = 0, **env_kwargs) -> dict:
+    """Episodes first_episode .. first_episode + episodes - 1, episode i reset with seed + i."""
     env = gym.make("ParaVT-LongVideo-v0", **env_kwargs)
     agent = make_agent(agent_name, env, seed=seed)
     t0 = time.perf_counter()
     rows = [run_episode(env, agent, seed + i, i)
-            for i in tqdm(range(episodes), desc=agent_name, leave=False)]
+            for i in tqdm(range(first_episode, first_episode + episodes), desc=agent_name, leave=False)]
     wall = time.perf_counter() - t0
     env.close()
     by_family = defaultdict(list)
     for r in rows:
         by_family[r["family"]].append(r["accuracy"])
     return {
-        "agent": agent_name, "episodes": episodes, "env": {k: str(v) for k, v in env_kwargs.items()},
+        "agent": agent_name, "episodes": episodes, "first_episode": first_episode, "env": {k: str(v) for k, v in env_kwargs.items()},
         "accuracy": float(np.mean([r["accuracy"] for r in rows])),
         "accuracy_per_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
         "format_reward": float(np.mean([r["format"] for r in rows])),
@@ -68,7 +69,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("--agent", required=True, choices=sorted(AGENTS),
                    help="scripted agent to evaluate (see agents/scripted.py; oracle crops the evidence: a ceiling)")
-    p.add_argument("--episodes", type=int, default=60, help="the first N episodes of the split (episode i: seed + i)")
+    p.add_argument("--episodes", type=int, default=60, help="N episodes of the split (episode i: seed + i)")
+    p.add_argument("--first-episode", type=int, default=0, help="index of the first episode (the trainer's "
+                   "--eval-first-episode)")
     p.add_argument("--seed", type=int, default=0, help="reset seed of episode 0 and the agent's seed")
     p.add_argument("--split", default="validation", choices=["train", "validation", "test"], help="synthetic split")
     p.add_argument("--source", default=None, help="JSONL / parquet question file instead of the synthetic world")
@@ -85,6 +88,8 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.episodes < 1:
         p.error("--episodes must be at least 1")
+    if a.first_episode < 0:
+        p.error("--first-episode must be >= 0")
     extra = {}
     if a.gating_budgets:
         try:
@@ -92,7 +97,7 @@ def main(argv=None):
         except ValueError:
             p.error(f"--gating-budgets must be a comma list of integers, got {a.gating_budgets!r}")
     dispatch = a.dispatch or ("sequential" if a.agent == "sequential" else "parallel")
-    result = evaluate(a.agent, a.episodes, a.seed, split=a.split, source=a.source,
+    result = evaluate(a.agent, a.episodes, a.seed, a.first_episode, split=a.split, source=a.source,
                       frame_budget=a.frame_budget, nframes_gating=a.gating, dispatch=dispatch, **extra)
     print(f"agent {result['agent']}: accuracy {result['accuracy']:.3f}  format {result['format_reward']:.3f}  "
           f"tool calls/episode {result['tool_calls_per_episode']:.2f}  wall {result['wall_seconds']:.1f} s")

@@ -200,6 +200,23 @@ def _args(**kw):
                               subagent="oracle"), **kw})
 
 
+def test_evaluation_plays_episodes_from_eval_first_episode(caller):
+    """--eval-first-episode F evaluates validation episodes F..F+N-1, each reset with 10000 + its index,
+    the episodes `python -m agents.evaluate --seed 10000 --first-episode F` plays (a sweep picks its settings
+    on episodes the reported evaluation never sees); a negative F is refused."""
+    args = _args(eval_episodes=3, eval_first_episode=7, eval_samples=3, max_new_tokens=8, max_turns=1)
+    envs = [core.make_env(args, "validation", caller) for _ in range(2)]
+    kept: list = []
+    core.evaluate(caller, envs, args, core.Dist(), samples=kept)
+    assert [s.record["episode_index"] for s in kept] == [7, 8, 9]
+    want = core.make_env(args, "validation")
+    for s in kept:
+        info = want.reset(seed=10_000 + s.record["episode_index"], options={"episode_index": s.record["episode_index"]})[1]
+        assert s.record["question_id"] == str(info["question_id"])
+    with pytest.raises(ValueError, match="--eval-first-episode"):
+        core.validate_args(replace(args, eval_first_episode=-1))
+
+
 def test_generate_stops_after_the_call_limit_not_the_first_call(caller):
     """Greedy decoding is deterministic, so a limit of L calls must give exactly the unlimited text cut
     right after its L-th closed call, in either call form (or the unlimited text, when that has fewer calls)."""

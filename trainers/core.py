@@ -205,6 +205,8 @@ class GRPOArgs:
     eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = "
                               "never (no evaluation environments are built)")
     eval_episodes: int = arg(24, "validation episodes per evaluation (split across processes)")
+    eval_first_episode: int = arg(0, "index of the first evaluation episode: episodes F..F+N-1 are evaluated (a "
+                                     "sweep can choose its settings on episodes the reported evaluation never sees)")
     eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
                                           "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
     eval_samples: int = arg(4, "finished evaluation rollouts kept per evaluation for people to read: "
@@ -295,7 +297,7 @@ def validate_args(args) -> None:
     if (args.decode_attention != "sdpa" or fused_kinds(args)) and not args.rollout_backend.startswith("hf-graph"):
         raise ValueError("--decode-attention and --fuse-projections choose what a graph sampler's decode step runs: "
                          f"use --rollout-backend hf-graph or hf-graph-compiled, not {args.rollout_backend}")
-    for name in ("lr_warmup_steps", "eval_every", "checkpoint_every", "micro_batch_tokens"):
+    for name in ("lr_warmup_steps", "eval_every", "eval_first_episode", "checkpoint_every", "micro_batch_tokens"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
     for name, allowed in (("dtype", ("fp32", "bf16")), ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
@@ -651,11 +653,11 @@ class _null:
 # ============================================================================================
 def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
              samples: list | None = None) -> dict[str, float]:
-    """Validation episodes 0..eval_episodes-1 (episode i reset with seed + i, so gating draws the
-    same K every evaluation), split across processes, one rollout each at --eval-temperature.
+    """Validation episodes F..F+eval_episodes-1, F = --eval-first-episode (episode i reset with seed + i, so
+    gating draws the same K every evaluation), split across processes, one rollout each at --eval-temperature.
     Given a list as `samples`, this process's first --eval-samples episodes are appended to it as
     trainers.samples.Sample (captured before the env pool is reused)."""
-    mine = [i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
+    mine = [args.eval_first_episode + i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
     for start in range(0, len(mine), len(env_pool)):
         idx = mine[start:start + len(env_pool)]
@@ -759,9 +761,10 @@ def load_question_files(args):
     train_ds = load_dataset(args.source, **kw) if args.source else None
     eval_path = args.eval_source or args.source
     eval_ds = train_ds if eval_path == args.source else load_dataset(eval_path, **kw)
-    if args.eval_every and len(eval_ds) < args.eval_episodes:
-        raise DatasetError(f"--eval-episodes {args.eval_episodes} is more than the {len(eval_ds)} questions of "
-                           f"{eval_path}; pass --eval-episodes {len(eval_ds)} or fewer")
+    if args.eval_every and len(eval_ds) < args.eval_first_episode + args.eval_episodes:
+        raise DatasetError(f"--eval-first-episode {args.eval_first_episode} + --eval-episodes {args.eval_episodes} is "
+                           f"more than the {len(eval_ds)} questions of {eval_path}; pass a total of "
+                           f"{len(eval_ds)} or fewer")
     return train_ds, eval_ds
 
 

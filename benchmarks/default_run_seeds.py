@@ -1,0 +1,182 @@
+"""The default PARA-GRPO run on several seeds and settings, each evaluated before and after on many episodes.
+
+    python benchmarks/default_run_seeds.py --seeds 1,2,3 --jobs 2            # the default run, three seeds
+    python benchmarks/default_run_seeds.py --configs "default:|lr3e-4:--learning-rate 3e-4" --seeds 1,2 \\
+        --eval-episodes 160 --eval-first-episode 1000 --jobs 14 --out runs/benchmarks/default_run_seeds
+
+One 24-episode evaluation cannot tell whether a run raised accuracy (one episode is 0.042). This runs
+`trainers/para_grpo.py` once per (setting, seed), side by side in --jobs processes of one torch thread
+each, evaluating every run before and after training (only) on the same --eval-episodes validation episodes
+(from --eval-first-episode: choose settings on episodes the reported evaluation does not use). The
+no-tool scripted agent plays the same episodes. Writes OUT.json and OUT.md: per run and per setting,
+accuracy before -> after (with per-family accuracy), format and executed calls.
+"""
+
+import argparse
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tqdm import tqdm  # noqa: E402
+
+FAMILIES = ("counting", "global", "grounding", "needle", "needle_attribute", "temporal_order")
+
+
+def parse_configs(text: str) -> list[tuple[str, list[str]]]:
+    """'name:flags|name:flags' -> [(name, [flag, ...])]; an empty flags part is the default run."""
+    out = []
+    for spec in filter(None, (s.strip() for s in text.split("|"))):
+        name, _, flags = spec.partition(":")
+        if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise SystemExit(f"--configs: a setting needs a plain name before ':', got {spec!r}")
+        out.append((name, shlex.split(flags)))
+    if len({n for n, _ in out}) != len(out):
+        raise SystemExit("--configs: setting names must be unique")
+    return out
+
+
+def no_tool_accuracy(episodes: int, first: int, budgets: str) -> dict[str, float]:
+    """The no-tool scripted agent on the episodes the trainer evaluates (episode i: seed 10000 + i)."""
+    from agents.evaluate import evaluate
+
+    r = evaluate("no_tool", episodes, 10_000, first, split="validation", nframes_gating=True,
+                 gating_budgets=tuple(int(k) for k in budgets.split(",")))
+    return {"accuracy": r["accuracy"], **{f"accuracy/{f}": v for f, v in r["accuracy_per_family"].items()}}
+
+
+def run_one(name: str, flags: list[str], seed: int, a, runs_dir: Path) -> dict:
+    run = f"{name}__s{seed}"
+    # evaluated before and after training only (a setting may pass its own --eval-every after this one)
+    cmd = [sys.executable, str(ROOT / "trainers" / a.trainer), "--eval-every", "1000000", *flags, "--seed", str(seed),
+           "--runs-dir", str(runs_dir), "--run-name", run, "--eval-episodes", str(a.eval_episodes),
+           "--eval-first-episode", str(a.eval_first_episode), "--eval-samples", "0", "--no-progress"]
+    if a.model:
+        cmd += ["--model", a.model]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    t = time.perf_counter()
+    with open(runs_dir / f"{run}.log", "w") as log:
+        try:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                timeout=a.timeout_s or None).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    row = {"setting": name, "seed": seed, "flags": " ".join(flags), "returncode": rc,
+           "wall_s": round(time.perf_counter() - t, 1)}
+    hist = runs_dir / run / "history.json"
+    if rc == 0 and hist.exists():
+        evals = [h for h in json.loads(hist.read_text()) if "eval/accuracy" in h]
+        first, last = evals[0], evals[-1]
+        row.update({"steps": last["step"], "before": pick(first), "after": pick(last)})
+    return row
+
+
+def pick(rec: dict) -> dict:
+    keys = ["accuracy", "format_reward_common", "tool_calls_per_rollout"] + [f"accuracy/{f}" for f in FAMILIES]
+    return {k: rec[f"eval/{k}"] for k in keys if f"eval/{k}" in rec}
+
+
+def mean_sd(xs: list[float]) -> tuple[float, float]:
+    m = sum(xs) / len(xs)
+    return m, (math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan"))
+
+
+def markdown(result: dict) -> str:
+    n = result["eval_episodes"]
+    base = result["no_tool"]
+    lines = [f"# The default run on several seeds ({n} validation episodes from {result['eval_first_episode']}, "
+             f"evaluated before and after)", "",
+             f"`{result['command']}`", "",
+             f"No-tool scripted agent on the same episodes: accuracy **{base['accuracy']:.3f}** "
+             f"(standard error of one accuracy at n = {n}: about {result['standard_error']:.3f}).", "",
+             "| setting | seeds | accuracy before | accuracy after (mean +- sd over seeds) | after - before | "
+             "after - no-tool | format before -> after | calls per rollout after |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in result["settings"]:
+        lines.append(f"| {s['setting']} `{s['flags']}` | {s['seeds']} | {s['before']:.3f} | {s['after']:.3f} +- "
+                     f"{s['after_sd']:.3f} | {s['after'] - s['before']:+.3f} | {s['after'] - base['accuracy']:+.3f} | "
+                     f"{s['format_before']:.3f} -> {s['format_after']:.3f} | {s['calls_after']:.2f} |")
+    lines += ["", "Per run (accuracy before -> after; per family after):", "",
+              "| run | wall s | before | after | " + " | ".join(FAMILIES) + " |",
+              "|---|---|---|---|" + "---|" * len(FAMILIES)]
+    lines.append("| no-tool agent | | | " + f"{base['accuracy']:.3f} | "
+                 + " | ".join(f"{base.get(f'accuracy/{f}', float('nan')):.2f}" for f in FAMILIES) + " |")
+    order = [s["setting"] for s in result["settings"]]
+    for r in sorted(result["runs"], key=lambda r: (order.index(r["setting"]) if r["setting"] in order else len(order),
+                                                   r["seed"])):
+        if "after" not in r:
+            lines.append(f"| {r['setting']} s{r['seed']} | {r['wall_s']} | failed (rc {r['returncode']}) | | "
+                         + "| " * len(FAMILIES))
+            continue
+        lines.append(f"| {r['setting']} s{r['seed']} | {r['wall_s']} | {r['before']['accuracy']:.3f} | "
+                     f"{r['after']['accuracy']:.3f} | "
+                     + " | ".join(f"{r['after'].get(f'accuracy/{f}', float('nan')):.2f}" for f in FAMILIES) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summarise(configs, rows: list[dict], base: dict, a, argv) -> dict:
+    settings = []
+    for name, flags in configs:
+        done = [r for r in rows if r["setting"] == name and "after" in r]
+        if not done:
+            continue
+        after, sd = mean_sd([r["after"]["accuracy"] for r in done])
+        settings.append({"setting": name, "flags": " ".join(flags), "seeds": len(done),
+                         "before": mean_sd([r["before"]["accuracy"] for r in done])[0], "after": after, "after_sd": sd,
+                         "format_before": mean_sd([r["before"].get("format_reward_common", 0) for r in done])[0],
+                         "format_after": mean_sd([r["after"].get("format_reward_common", 0) for r in done])[0],
+                         "calls_after": mean_sd([r["after"].get("tool_calls_per_rollout", 0) for r in done])[0]})
+    p_hat = base["accuracy"]
+    return {"command": "python benchmarks/default_run_seeds.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:])),
+            "eval_episodes": a.eval_episodes, "eval_first_episode": a.eval_first_episode,
+            "standard_error": math.sqrt(max(p_hat * (1 - p_hat), 0.01) / a.eval_episodes),
+            "no_tool": base, "settings": settings, "runs": rows}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default="default:", help="'name:trainer flags|name:flags' (default: the default run)")
+    p.add_argument("--seeds", default="1,2,3", help="comma list of run seeds")
+    p.add_argument("--trainer", default="para_grpo.py", help="a trainer in trainers/")
+    p.add_argument("--model", default="", help="checkpoint to start from (default: the trainer's default)")
+    p.add_argument("--eval-episodes", type=int, default=120)
+    p.add_argument("--eval-first-episode", type=int, default=0)
+    p.add_argument("--gating-budgets", default="4,8,16", help="K set of the no-tool agent's episodes: the "
+                   "trainer's --gating-budgets (the default run's)")
+    p.add_argument("--jobs", type=int, default=2, help="runs at once, one CPU thread each")
+    p.add_argument("--timeout-s", type=float, default=0, help="stop a run after this many seconds (0: never); "
+                   "it is then reported as failed")
+    p.add_argument("--runs-dir", default="runs/default_run_seeds")
+    p.add_argument("--out", default="runs/benchmarks/default_run_seeds", help="writes OUT.json and OUT.md")
+    a = p.parse_args(argv)
+    configs = parse_configs(a.configs)
+    seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    runs_dir = Path(a.runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [(name, flags, seed) for name, flags in configs for seed in seeds]
+    base = no_tool_accuracy(a.eval_episodes, a.eval_first_episode, a.gating_budgets)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    result = summarise(configs, rows, base, a, argv)
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool, tqdm(total=len(jobs), desc="runs") as bar:
+        for done in as_completed([pool.submit(run_one, *j, a, runs_dir) for j in jobs]):
+            rows.append(done.result())
+            bar.update()
+            result = summarise(configs, rows, base, a, argv)  # written after every run: a cut-off sweep keeps its part
+            out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+            out.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
