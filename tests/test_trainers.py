@@ -325,6 +325,31 @@ def test_two_step_smoke(script, tiny_dir, tmp_path):
     assert (run / "final_model" / "config.json").is_file()
 
 
+def test_final_model_keeps_the_build_record_its_subagent_reads(tiny_dir, tmp_path):
+    """A model built by trainers/sft.py has a build record (sft_args.json) that agents.lmm.Subagent's "auto"
+    reads: the frame size and passes of 4 frames per crop. The trained final_model carries it, so passing
+    it to --model (or to Subagent) runs the sub-agent the way the training run did; a model without one
+    gets none."""
+    import json
+    import shutil
+
+    from agents.lmm import Subagent
+    from agents.lmm.subagent import TINY_FRAMES_PER_PASS
+    from trainers import para_grpo
+
+    built = tmp_path / "built" / "cold_start"
+    shutil.copytree(tiny_dir, built)
+    (built.parent / "sft_args.json").write_text(json.dumps({"args": {"frame_size": 56, "tool_prior": "strong"}}))
+    para_grpo.main(tiny_argv(str(built), tmp_path / "a", "--eval-every", "0", "--total-steps", "1", "--run-name", "r"))
+    record = json.loads((tmp_path / "a" / "r" / "final_model" / "sft_args.json").read_text())
+    assert record["args"] == {"frame_size": 56, "tool_prior": "strong"} and record["trained_from"] == str(built)
+    trained = core.load_policy(str(tmp_path / "a" / "r" / "final_model"), torch.device("cpu"))
+    sub = Subagent(trained)
+    assert sub.frames_per_pass == TINY_FRAMES_PER_PASS and sub.frame_size == (56, 56)
+    para_grpo.main(tiny_argv(tiny_dir, tmp_path / "b", "--eval-every", "0", "--total-steps", "1", "--run-name", "r"))
+    assert not (tmp_path / "b" / "r" / "final_model" / "sft_args.json").exists()
+
+
 def test_resume_reproduces_uninterrupted_run(tiny_dir, tmp_path):
     from trainers import para_grpo
 

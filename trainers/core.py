@@ -704,6 +704,15 @@ def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, h
 # ============================================================================================
 # the training loop
 # ============================================================================================
+def starting_build_record(model_path: str) -> dict | None:
+    """The starting model's build record (sft_args.json), for final_model to carry: without it a trained
+    tiny model would lose the frame size and the sub-agent's passes its build was trained with."""
+    from agents.lmm.default import checkpoint_info
+
+    record = checkpoint_info(model_path)
+    return {**record, "trained_from": str(model_path)} if record else None
+
+
 def hparams_table(args) -> str:
     rows = "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items())
     return f"|param|value|\n|-|-|\n{rows}"
@@ -1043,12 +1052,13 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             break
     bar.close()
     problem = run_state.final_model_problem(run_dir, step) if dist.main else None
+    build_record = starting_build_record(model_path)
     if args.fsdp:  # the full weights are gathered by every process, written by rank 0
         flag = [problem]
         torch.distributed.broadcast_object_list(flag, src=0)
         if flag[0]:
             distributed.save_final_model(run_dir / "final_model", model, policy, {"step": step, "run": run_dir.name},
-                                         dist.main)
+                                         dist.main, build_record)
     elif dist.main:  # also repairs a finished run's missing or incomplete final_model on --resume
         if problem:
             from agents.lmm.tiny_qwen import save_checkpoint
@@ -1057,7 +1067,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
                 print(f"--resume: {run_dir / 'final_model'} needs writing ({problem}); writing it from step "
                       f"{start_step}", file=sys.stderr)
             save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor,
-                            info={"step": step, "run": run_dir.name})
+                            info={"step": step, "run": run_dir.name}, build_record=build_record)
     for e in train_envs + eval_envs + no_tool_envs:
         e.close()
     if writer is not None:

@@ -203,13 +203,14 @@ class _WithStateDict:
         return self._model.save_pretrained(path, state_dict=self._sd, **kw)
 
 
-def save_final_model(path: Path, model, policy, info: dict, main: bool) -> None:
+def save_final_model(path: Path, model, policy, info: dict, main: bool, build_record: dict | None = None) -> None:
     """Gather the full weights (every process) and write a plain Hugging Face folder on rank 0
     through agents.lmm.tiny_qwen.save_checkpoint (staged, manifest, whole or absent)."""
     sd = full_state_dict(model)
     if main:
         from agents.lmm.tiny_qwen import save_checkpoint
 
-        save_checkpoint(str(path), _WithStateDict(model, sd), policy.tokenizer, policy.image_processor, info=info)
+        save_checkpoint(str(path), _WithStateDict(model, sd), policy.tokenizer, policy.image_processor, info=info,
+                        build_record=build_record)
     td.barrier()
 

@@ -142,11 +142,15 @@ def build_image_processor(**overrides) -> Qwen2VLImageProcessorPil:
     return Qwen2VLImageProcessorPil(**dict(TINY_IMAGE, **overrides))
 
 
-def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dict | None = None) -> str:
+def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dict | None = None,
+                    build_record: dict | None = None) -> str:
     """Write model + tokenizer + image processor to `path` in the Hub layout, whole or not at all:
     staged in a hidden sibling folder, checked complete (config, weights, a tokenizer that reloads
     with every token, preprocessor config), given a manifest (sizes, sha256 and `info`), fsynced and
-    renamed into place (trainers/run_state.py). An existing model folder at `path` is replaced."""
+    renamed into place (trainers/run_state.py). An existing model folder at `path` is replaced.
+    `build_record`: the starting model's sft_args.json (agents.lmm.default.checkpoint_info), written
+    beside the weights so a trained model keeps what its build was trained on (the frame size and the
+    sub-agent's passes of agents.lmm.Subagent's "auto" read it)."""
     from trainers.run_state import kill_point, model_dir_problem, staged_dir, write_manifest
 
     with staged_dir(path) as tmp:
@@ -160,6 +164,11 @@ def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dic
         problem = problem or _write_processor_config(tmp, tokenizer)
         if problem:
             raise ValueError(f"saving a checkpoint to {path}: {problem}")
+        if build_record:
+            import json
+
+            with open(os.path.join(tmp, "sft_args.json"), "w") as f:
+                json.dump(build_record, f, indent=1)
         write_manifest(tmp, info)
     return path
 
