@@ -8,8 +8,9 @@ One 24-episode evaluation cannot tell whether a run raised accuracy (one episode
 `trainers/para_grpo.py` once per (setting, seed), side by side in --jobs processes of one torch thread
 each, evaluating every run before and after training (only) on the same --eval-episodes validation episodes
 (from --eval-first-episode: choose settings on episodes the reported evaluation does not use). The
-no-tool scripted agent plays the same episodes. Writes OUT.json and OUT.md: per run and per setting,
-accuracy before -> after (with per-family accuracy), format and executed calls.
+no-tool scripted agent plays the same episodes. Writes OUT.json and OUT.md (per run and per setting:
+accuracy before -> after with per-family accuracy, format, executed calls) and OUT.png (before -> after
+per run, against the no-tool agent).
 """
 
 import argparse
@@ -141,6 +142,35 @@ def summarise(configs, rows: list[dict], base: dict, a, argv) -> dict:
             "no_tool": base, "settings": settings, "runs": rows}
 
 
+def plot(result: dict, path: Path) -> bool:
+    """Accuracy before and after per run, one column per setting, with the no-tool agent's line."""
+    runs = [r for r in result["runs"] if "after" in r]
+    if not runs:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s["setting"] for s in result["settings"]]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(names), 3.4))
+    for x, name in enumerate(names):
+        mine = [r for r in runs if r["setting"] == name]
+        for j, r in enumerate(mine):
+            dx = (j - (len(mine) - 1) / 2) * 0.06
+            ax.plot([x - 0.15 + dx, x + 0.15 + dx], [r["before"]["accuracy"], r["after"]["accuracy"]], "-o",
+                    color="tab:blue", alpha=0.6, markersize=3)
+    ax.axhline(result["no_tool"]["accuracy"], color="tab:red", ls="--", label="no-tool scripted agent")
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("accuracy (before -> after)")
+    ax.set_title(f"n = {result['eval_episodes']} from episode {result['eval_first_episode']}; a line per seed",
+                 fontsize=9)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="default:", help="'name:trainer flags|name:flags' (default: the default run)")
@@ -174,6 +204,10 @@ def main(argv=None):
             result = summarise(configs, rows, base, a, argv)  # written after every run: a cut-off sweep keeps its part
             out.with_suffix(".json").write_text(json.dumps(result, indent=1))
             out.with_suffix(".md").write_text(markdown(result))
+    try:
+        plot(result, out.with_suffix(".png"))
+    except ImportError:  # matplotlib is the "plots" extra
+        print("no plot: pip install matplotlib", file=sys.stderr)
     print(markdown(result))
     return result
 

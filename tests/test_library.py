@@ -503,3 +503,35 @@ def test_kept_cache_rollouts_train_like_the_default_backend(tiny_dir, tmp_path, 
         for k in keys:
             if k in a:
                 assert a[k] == pytest.approx(b[k], abs=1e-6), k
+
+
+def test_default_run_seeds_evaluates_each_run_before_and_after(tiny_dir, tmp_path):
+    """benchmarks/default_run_seeds.py runs the trainer once per (setting, seed) in its own process, evaluates
+    each on the same episodes from --eval-first-episode before and after, and scores the no-tool agent there."""
+    import json
+
+    from agents.evaluate import evaluate
+    from benchmarks.default_run_seeds import main, parse_configs
+
+    small = "--total-steps 1 --group-size 2 --max-new-tokens 8 --subagent-max-new-tokens 6 --max-turns 2 " \
+            "--dataset-size 60 --checkpoint-every 0"
+    out = tmp_path / "r"
+    main(["--model", tiny_dir, "--configs", f"a:{small}|b:{small} --learning-rate 0", "--seeds", "3",
+          "--eval-episodes", "3", "--eval-first-episode", "5", "--jobs", "2", "--runs-dir", str(tmp_path / "runs"),
+          "--out", str(out)])
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert sorted((r["setting"], r["seed"], r["returncode"]) for r in result["runs"]) == [("a", 3, 0), ("b", 3, 0)]
+    for r in result["runs"]:
+        assert r["steps"] == 1 and 0.0 <= r["after"]["accuracy"] <= 1.0
+    # the same starting model on the same episodes: the same "before"; no update (lr 0): "after" is a rerun
+    a, b = sorted(result["runs"], key=lambda r: r["setting"])
+    assert a["before"] == b["before"] and b["after"] == b["before"]
+    history = json.loads((tmp_path / "runs" / "a__s3" / "history.json").read_text())
+    assert [h["step"] for h in history if "eval/accuracy" in h] == [0, 1]
+    no_tool = evaluate("no_tool", 3, 10_000, 5, split="validation", nframes_gating=True, gating_budgets=(4, 8, 16))
+    assert result["no_tool"]["accuracy"] == pytest.approx(no_tool["accuracy"])
+    assert "| a s3 |" in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit, match="unique"):
+        parse_configs("a:|a:--learning-rate 0")
+    with pytest.raises(SystemExit, match="plain name"):
+        parse_configs(":--learning-rate 0")
