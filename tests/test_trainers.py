@@ -215,6 +215,8 @@ def test_evaluation_plays_episodes_from_eval_first_episode(caller):
         assert s.record["question_id"] == str(info["question_id"])
     with pytest.raises(ValueError, match="--eval-first-episode"):
         core.validate_args(replace(args, eval_first_episode=-1))
+    with pytest.raises(ValueError, match="--dataset-size"):  # episodes 199..201 of a 200-episode split
+        core.validate_args(replace(args, eval_first_episode=199))
 
 
 def test_generate_stops_after_the_call_limit_not_the_first_call(caller):

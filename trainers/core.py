@@ -300,6 +300,10 @@ def validate_args(args) -> None:
     for name in ("lr_warmup_steps", "eval_every", "eval_first_episode", "checkpoint_every", "micro_batch_tokens"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
+    if args.eval_every and not (args.eval_source or args.source) and \
+            args.eval_first_episode + args.eval_episodes > args.dataset_size:
+        raise ValueError(f"--eval-first-episode {args.eval_first_episode} + --eval-episodes {args.eval_episodes} is "
+                         f"more than the {args.dataset_size} episodes of the validation split (--dataset-size)")
     for name, allowed in (("dtype", ("fp32", "bf16")), ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
         if getattr(args, name) not in allowed:
             raise ValueError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {getattr(args, name)!r}")
