@@ -937,6 +937,46 @@ def test_grounded_think_names_the_needle_the_responses_show():
     assert sft.data_key(sft.Args(grounded_think=True)) != sft.data_key(sft.Args())
 
 
+def test_count_order_think_reads_counts_and_orders_off_the_crops():
+    """--count-order-think: a tool trace on a counting question closes by listing the named scene's coloured
+    objects as the responses print them and their number, on a temporal-order question by each option's first
+    time and the earlier one; the letter it ends with is the answer the trace gives, and that option's value is
+    the number or the object it derived. Without the flag those traces keep the fixed line; its own data key."""
+    from agents.lmm.corpus import THINK_AFTER_TOOL, caption_needles
+    from trainers import sft
+
+    # counting: the scene agent tiles the named scene; temporal order: the oracle crops both objects (a sweep of the
+    # whole video rarely catches two needles of a few seconds, and then the trace keeps the fixed line)
+    kw = dict(seed=7, wc=WorldConfig(), search_agent="scene", grounded_think="options")
+    count_kw, order_kw = dict(kw, families=("counting",), oracle_fraction=0.0), dict(kw, families=("temporal_order",),
+                                                                                   oracle_fraction=1.0)
+    chained = {"counting": 0, "temporal_order": 0}
+    for s in [*build_corpus(0, 0, 12, "paravt", count_order_think=True, **count_kw),
+              *build_corpus(0, 0, 12, "paravt", count_order_think=True, **order_kw)]:
+        think, answer = s.assistant_texts[-1].split("</think>")
+        letter = re.search(r"<answer>([A-E])</answer>", answer).group(1)
+        options = dict(re.findall(r"^([A-E])\. (.+)$", s.messages[1]["content"][-1]["text"], re.M))
+        responses = " ".join(p.get("text", "") for m in s.messages[3:] if m["role"] == "user"
+                             for p in m["content"] if isinstance(p, dict))
+        if (m := re.search(r"The ([a-z]+) scene in the crops: (.+): (\d+) ([A-E])\.", think)):
+            listed = [] if m.group(2) == "nothing" else m.group(2).split(", ")
+            seen = {f"{c} {sh}" for c, sh, _ in caption_needles(responses)}
+            assert set(listed) <= seen and len(listed) == int(m.group(3)) == int(options[letter])
+            assert m.group(4) == letter and s.meta["family"] == "counting"
+            chained["counting"] += 1
+        elif (m := re.search(r"The crops show the (.+) at ([\d.]+) s, the (.+) at ([\d.]+) s; first the (.+) ([A-E])\.",
+                             think)):
+            first = m.group(1) if float(m.group(2)) < float(m.group(4)) else m.group(3)
+            assert m.group(5) == first and options[letter] == f"the {first}" and m.group(6) == letter
+            chained["temporal_order"] += 1
+        else:
+            assert THINK_AFTER_TOOL in think
+    assert chained["counting"] >= 3 and chained["temporal_order"] >= 3, chained
+    for s in [*build_corpus(0, 0, 4, "paravt", **count_kw), *build_corpus(0, 0, 4, "paravt", **order_kw)]:
+        assert THINK_AFTER_TOOL in s.assistant_texts[-1]
+    assert sft.data_key(sft.Args(count_order_think=True)) != sft.data_key(sft.Args())
+
+
 def test_option_think_restates_the_options_letter_after_object_and_ends_with_the_answer_letter():
     """--option-think: the grounded line of a needle (multiple-choice) answer restates every option in the
     prompt's order with its letter after the object, then names the seen object followed by its letter, and

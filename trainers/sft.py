@@ -292,6 +292,12 @@ class Args:
                                                           "was shown, no arithmetic; sweep: zoom's two turns, the "
                                                           "first always the whole video (agents/scripted.py)",
                                                           "choices": ("scene", "zoom", "sweep")})
+    count_order_think: bool = field(default=False, metadata={"help": "a tool trace on a counting or temporal-order "
+                                                              "question closes with the reading of its crops step by "
+                                                              "step (the scene's objects, then their number; each "
+                                                              "option's first time, then the earlier one: "
+                                                              "agents.lmm.corpus.count_order_line) instead of a fixed "
+                                                              "line; with --tool-families including those families"})
     zoom_think: str = field(default="scene", metadata={"help": "the think line of a trace's later tool turns (zoom "
                                                        "and sweep). scene: \"I need a closer look during the X "
                                                        "scene.\"; sighting: the scene as the last responses print "
@@ -473,7 +479,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible",
-               "tool_families", "zoom_think", "stage2_sighting", "stage2_fresh")
+               "tool_families", "zoom_think", "stage2_sighting", "stage2_fresh", "count_order_think")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -561,6 +567,7 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
                   grounded_direct_think=False if args.direct_think == "none" else args.direct_think,
                   search_agent=args.search_agent,
                   **({"zoom_think": args.zoom_think} if args.zoom_think != "scene" else {}),
+                  **({"count_order_think": True} if args.count_order_think else {}),
                   **({"tool_visible_share": args.tool_on_visible} if args.tool_on_visible else {}))
     s1 = dict(common, index_range=(0, args.stage1_episodes), close_think_p=args.native_close_think_p,
               **({"native_think": args.native_think} if args.native_think != "fixed" else {}))
@@ -632,7 +639,7 @@ LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_th
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
                     "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene",
-                    "stage2_sighting": 0, "stage2_fresh": False}
+                    "stage2_sighting": 0, "stage2_fresh": False, "count_order_think": False}
 
 
 def data_key(args: Args) -> str:

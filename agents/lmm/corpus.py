@@ -507,6 +507,45 @@ def grounded_after_tool(env, restate_options: bool = False, presence: bool | str
     return grounded_line(env, said, "The crops show", restate_options)
 
 
+COUNT_ORDER_FAMILIES = ("counting", "temporal_order")
+
+
+def count_order_line(question, said: str, restate_options: bool = False) -> str | None:
+    """The reading of a counting or temporal-order question off what the crops said, one step at a time, so
+    a small model copies rather than computes. Counting: the named scene's coloured objects, each once, then
+    their number ("The ocean scene in the crops: orange diamond, orange triangle: 2 B."); temporal order:
+    each option's first time, then the earlier one ("The crops show the red triangle at 245.0 s, the red
+    diamond at 92.4 s; first the red diamond B."). With ``restate_options`` the options come first, each
+    letter after its value (:func:`restated_options`). None where the crops do not say enough, or what they
+    say does not lead to the question's answer (a trace teaches no reading it cannot check)."""
+    needles = caption_needles(said)
+    first_seen: dict[str, float] = {}
+    for (colour, shape, _), (first, _) in needles.items():
+        name = f"{colour} {shape}"  # every needle is a distinct colour + shape; crops may overlap
+        first_seen[name] = min(first, first_seen.get(name, first))
+    if question.family == "counting":
+        asked = QUESTION_SCENE_RE.search(question.text)
+        if asked is None:
+            return None
+        spans = [(float(a), float(b or a)) for name, a, b in _SCENE.findall(said) if name == asked.group(1)]
+        inside = sorted((t, name) for name, t in first_seen.items() if any(a <= t <= b for a, b in spans))
+        count = str(len(inside))
+        if not spans or count not in question.options or question.answer != LETTERS[question.options.index(count)]:
+            return None
+        listed = ", ".join(name for _, name in inside) or "nothing"
+        return _seen_sentence(question, f"The {asked.group(1)} scene in the crops: {listed}: {count}", restate_options)
+    if question.family == "temporal_order":
+        named = [o.removeprefix("the ") for o in question.options]
+        if not all(n in first_seen for n in named) or first_seen[named[0]] == first_seen[named[1]]:
+            return None
+        earlier = min(named, key=first_seen.get)
+        if question.answer != LETTERS[named.index(earlier)]:
+            return None
+        times = ", ".join(f"the {n} at {first_seen[n]:.1f} s" for n in named)
+        return _seen_sentence(question, f"The crops show {times}; first the {earlier}", restate_options)
+    return None
+
+
 SCENE_VIEWS = ("scene", "scene_compact", "scene_span", "scene_chain",
                "scene_chain_calls", "scene_chain_decide")
 # the views whose first tool turns say the direct answer's whole reading (list and check chain), not the list alone
@@ -662,7 +701,7 @@ def _decision(agent_text: str):
 def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np.random.Generator,
                  close_think_p: float = 0.3, grounded_think: bool | str = False, native_share: float = 0.0,
                  native_think: str = "fixed", grounded_direct_think: bool | str = False,
-                 zoom_think: str = "scene") -> Sample:
+                 zoom_think: str = "scene", count_order_think: bool = False) -> Sample:
     """Play one episode in ``env`` with a scripted agent, re-voicing its turns in ``dialect``.
     The conversation (tool responses included) is the env's own ``info["messages"]``.
     ``grounded_think``: an answer after tool turns thinks :func:`grounded_after_tool` where it applies
@@ -681,7 +720,9 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
     with one of :data:`NATIVE_THINK`'s / :data:`NATIVE_THINK_SPREAD`'s lines for their decision, drawn from
     ``rng`` ("fixed": the ParaVT lines). A grounded line replaces a varied opener but follows a spread one,
     so native rollouts practise the same reading as ParaVT ones and differ only in form.
-    ``zoom_think``: the think line of later tool turns (:func:`zoom_line`)."""
+    ``zoom_think``: the think line of later tool turns (:func:`zoom_line`). ``count_order_think``: an answer
+    after tool turns on a counting or temporal-order question thinks :func:`count_order_line` where it applies
+    (options restated as ``grounded_think`` says)."""
     obs, info = env.reset(seed=index, options={"episode_index": index, "frame_budget": k})
     agent = make_agent(agent_name, env, seed=index)
     done, reward, turns, final = False, 0.0, 0, None
@@ -702,6 +743,10 @@ def play_episode(env, agent_name: str, dialect: str, index: int, k: int, rng: np
         if grounded_think and decision == "answer_after_tool":
             think = grounded_after_tool(env.unwrapped, restate_options=grounded_think == "options",
                                         presence=PRESENCE_CHAINS.get(grounded_think, False)) or think
+        if count_order_think and decision == "answer_after_tool" and \
+                env.unwrapped.episode.question.family in COUNT_ORDER_FAMILIES:
+            think = count_order_line(env.unwrapped.episode.question, tool_response_text(env.unwrapped),
+                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
         if grounded_direct_think and decision == "direct":
             think = grounded_direct(env.unwrapped, grounded_direct_think,
                                     restate_options=grounded_think in ("options", *PRESENCE_CHAINS)) or think
@@ -878,7 +923,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  native_share: float = 0.0, native_think: str = "fixed", grounded_direct_think: bool | str = False,
                  search_agent: str = "scene", native_trace_share: float = 0.0,
                  direct_no_tool_share: float = 0.0, decisions_trained: bool = True,
-                 tool_visible_share: float = 0.0, zoom_think: str = "scene", n_sighting: int = 0) -> list[Sample]:
+                 tool_visible_share: float = 0.0, zoom_think: str = "scene", n_sighting: int = 0,
+                 count_order_think: bool = False) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -904,7 +950,8 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     probability (drawn per sample; reading drills never): the native habit kept as whole rollouts, so the
     dialect is picked once, early, and then followed.
     ``native_think``: how native-dialect turns open; ``grounded_direct_think``: direct answers think what the
-    overview shows; ``zoom_think``: what later tool turns think (all three :func:`play_episode`).
+    overview shows; ``zoom_think``: what later tool turns think; ``count_order_think``: counting and
+    temporal-order answers after tool turns read the crops step by step (all four :func:`play_episode`).
     ``direct_no_tool_share``: each direct answer is played, with this probability, in the env's ``tools=False``
     setting, whose prompt advertises no tool: answering from the overview is then practised where calling is no
     option, so it does not compete with the calling habit of the tool prompt.
@@ -950,7 +997,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
             played = "native" if trace_share and rng.random() < trace_share else dialect
             where = no_tool_env if no_tool_share and rng.random() < no_tool_share else env
             s = play_episode(where, agent(), played, i, k, rng, close_think_p, grounded_think, share, native_think,
-                             grounded_direct_think, zoom_think)
+                             grounded_direct_think, zoom_think, count_order_think)
             if s.meta["correct"] or s.meta["accuracy"] >= 0.5 or rng.random() < keep_wrong:
                 return s
         return None  # no good sample in max_tries draws: skipped (the corpus comes out smaller)
