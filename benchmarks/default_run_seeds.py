@@ -8,12 +8,14 @@ One 24-episode evaluation cannot tell whether a run raised accuracy (one episode
 `trainers/para_grpo.py` once per (setting, seed), side by side in --jobs processes of one torch thread
 each, evaluating every run before and after training (only) on the same --eval-episodes validation episodes
 (from --eval-first-episode: choose settings on episodes the reported evaluation does not use). The
-no-tool scripted agent plays the same episodes. Writes OUT.json and OUT.md (per run and per setting:
+no-tool scripted agent plays the same episodes, in the environment each run evaluated in (its args.json:
+world, K, frame size). Writes OUT.json and OUT.md (per run and per setting:
 accuracy before -> after with per-family accuracy, format, executed calls) and OUT.png (before -> after
 per run, against the no-tool agent).
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -23,6 +25,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from statistics import fmean, stdev
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,13 +48,26 @@ def parse_configs(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def no_tool_accuracy(episodes: int, first: int, budgets: str) -> dict[str, float]:
-    """The no-tool scripted agent on the episodes the trainer evaluates (episode i: seed 10000 + i)."""
+@functools.lru_cache(maxsize=None)
+def no_tool_accuracy(first: int, episodes: int, env_settings: tuple) -> dict[str, float]:
+    """The no-tool scripted agent on the episodes the trainer evaluated (episode i: seed 10000 + i), in the
+    environment its run evaluated in."""
     from agents.evaluate import evaluate
 
-    r = evaluate("no_tool", episodes, 10_000, first, split="validation", nframes_gating=True,
-                 gating_budgets=tuple(int(k) for k in budgets.split(",")))
+    r = evaluate("no_tool", episodes, 10_000, first, **dict(env_settings))
     return {"accuracy": r["accuracy"], **{f"accuracy/{f}": v for f, v in r["accuracy_per_family"].items()}}
+
+
+def eval_env_settings(run_args: dict) -> tuple:
+    """What of a run's arguments (its args.json) decides its evaluation episodes: world, split or question
+    file, and the overview's K."""
+    source = run_args.get("eval_source") or run_args.get("source") or None
+    where = {"source": source, "video_root": run_args.get("video_root") or None} if source else \
+        {"split": "validation", "world_seed": run_args["world_seed"], "dataset_size": run_args["dataset_size"]}
+    budgets = tuple(int(k) for k in str(run_args["gating_budgets"]).split(",") if k.strip())
+    return tuple(sorted({**where, "nframes_gating": run_args["nframes_gating"], "gating_budgets": budgets,
+                         "frame_budget": run_args["frame_budget"],
+                         "frame_size": (run_args["frame_size"], run_args["frame_size"])}.items()))
 
 
 def run_one(name: str, flags: list[str], seed: int, a, runs_dir: Path) -> dict:
@@ -76,7 +92,9 @@ def run_one(name: str, flags: list[str], seed: int, a, runs_dir: Path) -> dict:
     if rc == 0 and hist.exists():
         evals = [h for h in json.loads(hist.read_text()) if "eval/accuracy" in h]
         first, last = evals[0], evals[-1]
-        row.update({"steps": last["step"], "before": pick(first), "after": pick(last)})
+        run_args = json.loads((runs_dir / run / "args.json").read_text())
+        row.update({"steps": last["step"], "before": pick(first), "after": pick(last),
+                    "no_tool": no_tool_accuracy(a.eval_first_episode, a.eval_episodes, eval_env_settings(run_args))})
     return row
 
 
@@ -85,31 +103,28 @@ def pick(rec: dict) -> dict:
     return {k: rec[f"eval/{k}"] for k in keys if f"eval/{k}" in rec}
 
 
-def mean_sd(xs: list[float]) -> tuple[float, float]:
-    m = sum(xs) / len(xs)
-    return m, (math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan"))
-
-
 def markdown(result: dict) -> str:
     n = result["eval_episodes"]
     base = result["no_tool"]
     lines = [f"# The default run on several seeds ({n} validation episodes from {result['eval_first_episode']}, "
              f"evaluated before and after)", "",
              f"`{result['command']}`", "",
-             f"No-tool scripted agent on the same episodes: accuracy **{base['accuracy']:.3f}** "
-             f"(standard error of one accuracy at n = {n}: about {result['standard_error']:.3f}).", "",
+             (f"No-tool scripted agent on the same episodes: accuracy **{base['accuracy']:.3f}** " if base else
+              "No-tool scripted agent: its accuracy differs between the settings' evaluation episodes (per run below) ")
+             + f"(standard error of one accuracy at n = {n}: about {result['standard_error']:.3f}).", "",
              "| setting | seeds | accuracy before | accuracy after (mean +- sd over seeds) | after - before | "
              "after - no-tool | format before -> after | calls per rollout after |",
              "|---|---|---|---|---|---|---|---|"]
     for s in result["settings"]:
         lines.append(f"| {s['setting']} `{s['flags']}` | {s['seeds']} | {s['before']:.3f} | {s['after']:.3f} +- "
-                     f"{s['after_sd']:.3f} | {s['after'] - s['before']:+.3f} | {s['after'] - base['accuracy']:+.3f} | "
+                     f"{s['after_sd']:.3f} | {s['after'] - s['before']:+.3f} | {s['after'] - s['no_tool']:+.3f} | "
                      f"{s['format_before']:.3f} -> {s['format_after']:.3f} | {s['calls_after']:.2f} |")
     lines += ["", "Per run (accuracy before -> after; per family after):", "",
               "| run | wall s | before | after | " + " | ".join(FAMILIES) + " |",
               "|---|---|---|---|" + "---|" * len(FAMILIES)]
-    lines.append("| no-tool agent | | | " + f"{base['accuracy']:.3f} | "
-                 + " | ".join(f"{base.get(f'accuracy/{f}', float('nan')):.2f}" for f in FAMILIES) + " |")
+    if base:
+        lines.append("| no-tool agent | | | " + f"{base['accuracy']:.3f} | "
+                     + " | ".join(f"{base.get(f'accuracy/{f}', float('nan')):.2f}" for f in FAMILIES) + " |")
     order = [s["setting"] for s in result["settings"]]
     for r in sorted(result["runs"], key=lambda r: (order.index(r["setting"]) if r["setting"] in order else len(order),
                                                    r["seed"])):
@@ -117,29 +132,35 @@ def markdown(result: dict) -> str:
             lines.append(f"| {r['setting']} s{r['seed']} | {r['wall_s']} | failed (rc {r['returncode']}) | | "
                          + "| " * len(FAMILIES))
             continue
-        lines.append(f"| {r['setting']} s{r['seed']} | {r['wall_s']} | {r['before']['accuracy']:.3f} | "
+        own = "" if base else f" (no-tool agent {r['no_tool']['accuracy']:.3f})"
+        lines.append(f"| {r['setting']} s{r['seed']}{own} | {r['wall_s']} | {r['before']['accuracy']:.3f} | "
                      f"{r['after']['accuracy']:.3f} | "
                      + " | ".join(f"{r['after'].get(f'accuracy/{f}', float('nan')):.2f}" for f in FAMILIES) + " |")
     return "\n".join(lines) + "\n"
 
 
-def summarise(configs, rows: list[dict], base: dict, a, argv) -> dict:
+def summarise(configs, rows: list[dict], a, argv) -> dict:
     settings = []
     for name, flags in configs:
         done = [r for r in rows if r["setting"] == name and "after" in r]
         if not done:
             continue
-        after, sd = mean_sd([r["after"]["accuracy"] for r in done])
+        after = [r["after"]["accuracy"] for r in done]
         settings.append({"setting": name, "flags": " ".join(flags), "seeds": len(done),
-                         "before": mean_sd([r["before"]["accuracy"] for r in done])[0], "after": after, "after_sd": sd,
-                         "format_before": mean_sd([r["before"].get("format_reward_common", 0) for r in done])[0],
-                         "format_after": mean_sd([r["after"].get("format_reward_common", 0) for r in done])[0],
-                         "calls_after": mean_sd([r["after"].get("tool_calls_per_rollout", 0) for r in done])[0]})
-    p_hat = base["accuracy"]
+                         "before": fmean(r["before"]["accuracy"] for r in done), "after": fmean(after),
+                         "after_sd": stdev(after) if len(after) > 1 else float("nan"),
+                         "no_tool": fmean(r["no_tool"]["accuracy"] for r in done),
+                         "format_before": fmean(r["before"].get("format_reward_common", 0) for r in done),
+                         "format_after": fmean(r["after"].get("format_reward_common", 0) for r in done),
+                         "calls_after": fmean(r["after"].get("tool_calls_per_rollout", 0) for r in done)})
+    no_tools = [r["no_tool"] for r in rows if "no_tool" in r]
+    p_hat = fmean(r["before"]["accuracy"] for r in rows if "before" in r) if no_tools else 0.5
     return {"command": "python benchmarks/default_run_seeds.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:])),
             "eval_episodes": a.eval_episodes, "eval_first_episode": a.eval_first_episode,
             "standard_error": math.sqrt(max(p_hat * (1 - p_hat), 0.01) / a.eval_episodes),
-            "no_tool": base, "settings": settings, "runs": rows}
+            # one no-tool result when every run evaluated on the same episodes, else each run's own
+            "no_tool": no_tools[0] if no_tools and all(n == no_tools[0] for n in no_tools) else None,
+            "settings": settings, "runs": rows}
 
 
 def plot(result: dict, path: Path) -> bool:
@@ -159,7 +180,8 @@ def plot(result: dict, path: Path) -> bool:
             dx = (j - (len(mine) - 1) / 2) * 0.06
             ax.plot([x - 0.15 + dx, x + 0.15 + dx], [r["before"]["accuracy"], r["after"]["accuracy"]], "-o",
                     color="tab:blue", alpha=0.6, markersize=3)
-    ax.axhline(result["no_tool"]["accuracy"], color="tab:red", ls="--", label="no-tool scripted agent")
+        ax.plot([x - 0.35, x + 0.35], [result["settings"][x]["no_tool"]] * 2, color="tab:red", ls="--",
+                label="no-tool scripted agent" if x == 0 else None)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("accuracy (before -> after)")
     ax.set_title(f"n = {result['eval_episodes']} from episode {result['eval_first_episode']}; a line per seed",
@@ -179,8 +201,6 @@ def main(argv=None):
     p.add_argument("--model", default="", help="checkpoint to start from (default: the trainer's default)")
     p.add_argument("--eval-episodes", type=int, default=120)
     p.add_argument("--eval-first-episode", type=int, default=0)
-    p.add_argument("--gating-budgets", default="4,8,16", help="K set of the no-tool agent's episodes: the "
-                   "trainer's --gating-budgets (the default run's)")
     p.add_argument("--jobs", type=int, default=2, help="runs at once, one CPU thread each")
     p.add_argument("--timeout-s", type=float, default=0, help="stop a run after this many seconds (0: never); "
                    "it is then reported as failed")
@@ -192,16 +212,15 @@ def main(argv=None):
     runs_dir = Path(a.runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(name, flags, seed) for name, flags in configs for seed in seeds]
-    base = no_tool_accuracy(a.eval_episodes, a.eval_first_episode, a.gating_budgets)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    result = summarise(configs, rows, base, a, argv)
+    result = summarise(configs, rows, a, argv)
     with ThreadPoolExecutor(max(1, a.jobs)) as pool, tqdm(total=len(jobs), desc="runs") as bar:
         for done in as_completed([pool.submit(run_one, *j, a, runs_dir) for j in jobs]):
             rows.append(done.result())
             bar.update()
-            result = summarise(configs, rows, base, a, argv)  # written after every run: a cut-off sweep keeps its part
+            result = summarise(configs, rows, a, argv)  # written after every run: a cut-off sweep keeps its part
             out.with_suffix(".json").write_text(json.dumps(result, indent=1))
             out.with_suffix(".md").write_text(markdown(result))
     try:

@@ -507,30 +507,37 @@ def test_kept_cache_rollouts_train_like_the_default_backend(tiny_dir, tmp_path, 
 
 def test_default_run_seeds_evaluates_each_run_before_and_after(tiny_dir, tmp_path):
     """benchmarks/default_run_seeds.py runs the trainer once per (setting, seed) in its own process, evaluates
-    each on the same episodes from --eval-first-episode before and after, and scores the no-tool agent there."""
+    each on the same episodes from --eval-first-episode before and after, and scores the no-tool agent on the
+    episodes each run evaluated (its world and K, read from the run's args.json)."""
     import json
 
     from agents.evaluate import evaluate
-    from benchmarks.default_run_seeds import main, parse_configs
+    from benchmarks.default_run_seeds import eval_env_settings, main, parse_configs
 
     small = "--total-steps 1 --group-size 2 --max-new-tokens 8 --subagent-max-new-tokens 6 --max-turns 2 " \
             "--dataset-size 60 --checkpoint-every 0"
     out = tmp_path / "r"
-    main(["--model", tiny_dir, "--configs", f"a:{small}|b:{small} --learning-rate 0", "--seeds", "3",
-          "--eval-episodes", "3", "--eval-first-episode", "5", "--jobs", "2", "--runs-dir", str(tmp_path / "runs"),
-          "--out", str(out)])
+    main(["--model", tiny_dir, "--configs", f"a:{small}|b:{small} --learning-rate 0|k4:{small} --gating-budgets 4",
+          "--seeds", "3", "--eval-episodes", "3", "--eval-first-episode", "5", "--jobs", "2",
+          "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
     result = json.loads(out.with_suffix(".json").read_text())
-    assert sorted((r["setting"], r["seed"], r["returncode"]) for r in result["runs"]) == [("a", 3, 0), ("b", 3, 0)]
-    for r in result["runs"]:
+    runs = {r["setting"]: r for r in result["runs"]}
+    assert {(n, r["seed"], r["returncode"]) for n, r in runs.items()} == {("a", 3, 0), ("b", 3, 0), ("k4", 3, 0)}
+    for r in runs.values():
         assert r["steps"] == 1 and 0.0 <= r["after"]["accuracy"] <= 1.0
     # the same starting model on the same episodes: the same "before"; no update (lr 0): "after" is a rerun
-    a, b = sorted(result["runs"], key=lambda r: r["setting"])
-    assert a["before"] == b["before"] and b["after"] == b["before"]
+    assert runs["a"]["before"] == runs["b"]["before"] and runs["b"]["after"] == runs["b"]["before"]
     history = json.loads((tmp_path / "runs" / "a__s3" / "history.json").read_text())
     assert [h["step"] for h in history if "eval/accuracy" in h] == [0, 1]
-    no_tool = evaluate("no_tool", 3, 10_000, 5, split="validation", nframes_gating=True, gating_budgets=(4, 8, 16))
-    assert result["no_tool"]["accuracy"] == pytest.approx(no_tool["accuracy"])
-    assert "| a s3 |" in out.with_suffix(".md").read_text()
+    for name, budgets in (("a", (4, 8, 16)), ("k4", (4,))):
+        run_args = json.loads((tmp_path / "runs" / f"{name}__s3" / "args.json").read_text())
+        assert dict(eval_env_settings(run_args)) == {"split": "validation", "world_seed": 0, "dataset_size": 60,
+                                                     "nframes_gating": True, "gating_budgets": budgets,
+                                                     "frame_budget": 64, "frame_size": (56, 56)}
+        no_tool = evaluate("no_tool", 3, 10_000, 5, split="validation", dataset_size=60, nframes_gating=True,
+                           gating_budgets=budgets, frame_size=(56, 56))
+        assert runs[name]["no_tool"]["accuracy"] == pytest.approx(no_tool["accuracy"])
+    assert "| a s3" in out.with_suffix(".md").read_text() and out.with_suffix(".png").stat().st_size > 1000
     with pytest.raises(SystemExit, match="unique"):
         parse_configs("a:|a:--learning-rate 0")
     with pytest.raises(SystemExit, match="plain name"):
