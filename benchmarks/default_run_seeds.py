@@ -204,12 +204,13 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=2, help="runs at once, one CPU thread each")
     p.add_argument("--timeout-s", type=float, default=0, help="stop a run after this many seconds (0: never); "
                    "it is then reported as failed")
-    p.add_argument("--runs-dir", default="runs/default_run_seeds")
+    p.add_argument("--runs-dir", default="", help="where the runs go (default: OUT_runs, so sweeps with different "
+                   "--out never share run folders)")
     p.add_argument("--out", default="runs/benchmarks/default_run_seeds", help="writes OUT.json and OUT.md")
     a = p.parse_args(argv)
     configs = parse_configs(a.configs)
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
-    runs_dir = Path(a.runs_dir)
+    runs_dir = Path(a.runs_dir or f"{a.out}_runs")
     runs_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(name, flags, seed) for name, flags in configs for seed in seeds]
     out = Path(a.out)

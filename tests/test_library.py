@@ -519,18 +519,19 @@ def test_default_run_seeds_evaluates_each_run_before_and_after(tiny_dir, tmp_pat
     out = tmp_path / "r"
     main(["--model", tiny_dir, "--configs", f"a:{small}|b:{small} --learning-rate 0|k4:{small} --gating-budgets 4",
           "--seeds", "3", "--eval-episodes", "3", "--eval-first-episode", "5", "--jobs", "2",
-          "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
+          "--out", str(out)])
     result = json.loads(out.with_suffix(".json").read_text())
+    runs_dir = tmp_path / "r_runs"  # --runs-dir defaults to OUT_runs: sweeps with different --out never collide
     runs = {r["setting"]: r for r in result["runs"]}
     assert {(n, r["seed"], r["returncode"]) for n, r in runs.items()} == {("a", 3, 0), ("b", 3, 0), ("k4", 3, 0)}
     for r in runs.values():
         assert r["steps"] == 1 and 0.0 <= r["after"]["accuracy"] <= 1.0
     # the same starting model on the same episodes: the same "before"; no update (lr 0): "after" is a rerun
     assert runs["a"]["before"] == runs["b"]["before"] and runs["b"]["after"] == runs["b"]["before"]
-    history = json.loads((tmp_path / "runs" / "a__s3" / "history.json").read_text())
+    history = json.loads((runs_dir / "a__s3" / "history.json").read_text())
     assert [h["step"] for h in history if "eval/accuracy" in h] == [0, 1]
     for name, budgets in (("a", (4, 8, 16)), ("k4", (4,))):
-        run_args = json.loads((tmp_path / "runs" / f"{name}__s3" / "args.json").read_text())
+        run_args = json.loads((runs_dir / f"{name}__s3" / "args.json").read_text())
         assert dict(eval_env_settings(run_args)) == {"split": "validation", "world_seed": 0, "dataset_size": 60,
                                                      "nframes_gating": True, "gating_budgets": budgets,
                                                      "frame_budget": 64, "frame_size": (56, 56)}
