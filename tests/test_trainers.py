@@ -219,6 +219,30 @@ def test_evaluation_plays_episodes_from_eval_first_episode(caller):
         core.validate_args(replace(args, eval_first_episode=199))
 
 
+def test_eval_subagent_temperature_sets_how_the_summaries_are_decoded(caller):
+    """--eval-subagent-temperature: by default the evaluation's sub-agents decode as its main agent does (greedy
+    here, so 0 changes nothing); sampled at 1.5 they write other summaries of the same first crops, while the
+    main agent's first turn, which comes before any summary, stays the same."""
+    def transcripts(sub_temperature: float) -> list[list[dict]]:
+        args = _args(eval_episodes=6, eval_first_episode=0, eval_samples=6, eval_temperature=0.0, max_turns=2,
+                     subagent="policy", subagent_max_new_tokens=24, eval_subagent_temperature=sub_temperature)
+        envs = [core.make_env(args, "validation", caller) for _ in range(6)]
+        kept: list = []
+        core.evaluate(caller, envs, args, core.Dist(), samples=kept)
+        return [s.record["turns"] for s in kept]
+
+    def said(turns, role):
+        return [t["text"] if role == "assistant" else [x["text"] for x in t["responses"]]
+                for t in turns if t["role"] == role]
+
+    default, greedy, sampled = transcripts(-1.0), transcripts(0.0), transcripts(1.5)
+    assert default == greedy
+    assert sum(len(said(t, "tool")) for t in default) >= 2  # the calls ran: there are summaries to compare
+    assert [said(t, "assistant")[:1] for t in sampled] == [said(t, "assistant")[:1] for t in default]
+    first = [(said(a, "tool")[:1], said(b, "tool")[:1]) for a, b in zip(default, sampled) if said(a, "tool")]
+    assert any(x != y for x, y in first)
+
+
 def test_generate_stops_after_the_call_limit_not_the_first_call(caller):
     """Greedy decoding is deterministic, so a limit of L calls must give exactly the unlimited text cut
     right after its L-th closed call, in either call form (or the unlimited text, when that has fewer calls)."""

@@ -117,6 +117,8 @@ class GRPOArgs:
     # sampling
     temperature: float = arg(0.7, "training sampling temperature (paper: 0.7)")
     eval_temperature: float = arg(0.6, "evaluation temperature (paper: 0.6); 0 = greedy")
+    eval_subagent_temperature: float = arg(-1.0, "temperature of the sub-agents' summaries in evaluation; "
+                                                 "negative: --eval-temperature, as the main agent (0 = greedy)")
     top_p: float = arg(1.0, "nucleus sampling")
     max_new_tokens: int = arg(192, "new tokens per main-agent turn (paper: 2048); 192 holds the shipped strong "
                                    "model's widest turn, a think line and five crop calls (about 170 tokens)")
@@ -669,6 +671,8 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
                               temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
                               sub_max_new_tokens=args.subagent_max_new_tokens,
                               sub_frames_per_pass=subagent_passes(args),
+                              sub_temperature=(args.eval_subagent_temperature
+                                               if args.eval_subagent_temperature >= 0 else None),
                               think_prefix=args.think_prefix,
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])

@@ -94,10 +94,12 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
                      temperature: float, top_p: float, max_new_tokens: int, sub_max_new_tokens: int,
                      think_prefix: bool, gen_seed: int, timer: Timer | None = None,
                      reset_options: Sequence[dict | None] | None = None,
-                     sub_frames_per_pass: int | str | None = "auto") -> list[Rollout]:
+                     sub_frames_per_pass: int | str | None = "auto",
+                     sub_temperature: float | None = None) -> list[Rollout]:
     """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
     the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
-    a turn form one more batch. Returns finished rollouts with the token-level conversations."""
+    a turn form one more batch. The sub-agents sample at ``temperature`` too, unless ``sub_temperature`` is
+    given (0: greedy). Returns finished rollouts with the token-level conversations."""
     timer = timer or Timer()
     rollouts = []
     with timer("env"):
@@ -108,6 +110,7 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             rollouts.append(r)
     prefix = "<think>\n" if think_prefix else ""
     temp = temperature if temperature > 0 else 0.0
+    sub_temp = temp if sub_temperature is None else max(0.0, float(sub_temperature))
     # the env's own sub-agent (``gym.make(..., subagent=Subagent(policy))``: same prompt, same
     # frames), batched: every crop of a turn, all rollouts together, in one generate call
     sub = Subagent(policy, max_new_tokens=sub_max_new_tokens, batch_size=max(1, len(envs) * max(1, envs[0].max_calls)),
@@ -147,7 +150,7 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             if jobs:
                 with timer("generate_sub"):
                     subs = sub.run([(res.frames, r.env.episode.question.prompt()) for r, res in jobs],
-                                   temperature=temp, top_p=top_p, seed=derive_seed(gen_seed, turn, 1))
+                                   temperature=sub_temp, top_p=top_p, seed=derive_seed(gen_seed, turn, 1))
                 for (r, res), s in zip(jobs, subs):
                     summaries[id(res)] = s.summary
                     r.sub_convs += s.conversations  # one per pass over the crop; none for a crop without frames
