@@ -154,7 +154,8 @@ def summarise(configs, rows: list[dict], a, argv) -> dict:
                          "format_after": fmean(r["after"].get("format_reward_common", 0) for r in done),
                          "calls_after": fmean(r["after"].get("tool_calls_per_rollout", 0) for r in done)})
     no_tools = [r["no_tool"] for r in rows if "no_tool" in r]
-    p_hat = fmean(r["before"]["accuracy"] for r in rows if "before" in r) if no_tools else 0.5
+    befores = [r["before"]["accuracy"] for r in rows if "before" in r]
+    p_hat = fmean(befores) if befores else 0.5
     return {"command": "python benchmarks/default_run_seeds.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:])),
             "eval_episodes": a.eval_episodes, "eval_first_episode": a.eval_first_episode,
             "standard_error": math.sqrt(max(p_hat * (1 - p_hat), 0.01) / a.eval_episodes),

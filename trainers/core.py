@@ -671,8 +671,7 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
                               temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
                               sub_max_new_tokens=args.subagent_max_new_tokens,
                               sub_frames_per_pass=subagent_passes(args),
-                              sub_temperature=(args.eval_subagent_temperature
-                                               if args.eval_subagent_temperature >= 0 else None),
+                              sub_temperature=args.eval_subagent_temperature,
                               think_prefix=args.think_prefix,
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])

@@ -99,7 +99,7 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
     """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
     the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
     a turn form one more batch. The sub-agents sample at ``temperature`` too, unless ``sub_temperature`` is
-    given (0: greedy). Returns finished rollouts with the token-level conversations."""
+    given and >= 0 (0: greedy). Returns finished rollouts with the token-level conversations."""
     timer = timer or Timer()
     rollouts = []
     with timer("env"):
@@ -110,7 +110,7 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             rollouts.append(r)
     prefix = "<think>\n" if think_prefix else ""
     temp = temperature if temperature > 0 else 0.0
-    sub_temp = temp if sub_temperature is None else max(0.0, float(sub_temperature))
+    sub_temp = temp if sub_temperature is None or sub_temperature < 0 else float(sub_temperature)
     # the env's own sub-agent (``gym.make(..., subagent=Subagent(policy))``: same prompt, same
     # frames), batched: every crop of a turn, all rollouts together, in one generate call
     sub = Subagent(policy, max_new_tokens=sub_max_new_tokens, batch_size=max(1, len(envs) * max(1, envs[0].max_calls)),

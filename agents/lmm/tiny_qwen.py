@@ -32,6 +32,7 @@ The policy itself uses the tokenizer and the image processor directly.
 
 from __future__ import annotations
 
+import json
 import os
 
 import torch
@@ -165,8 +166,6 @@ def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dic
         if problem:
             raise ValueError(f"saving a checkpoint to {path}: {problem}")
         if build_record:
-            import json
-
             with open(os.path.join(tmp, "sft_args.json"), "w") as f:
                 json.dump(build_record, f, indent=1)
         write_manifest(tmp, info)
@@ -176,8 +175,6 @@ def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dic
 def _write_processor_config(folder, tokenizer) -> str | None:
     """Make `AutoProcessor.from_pretrained(folder)` work with or without torchvision (see the module
     docstring); returns the problem if it still does not load."""
-    import json
-
     from transformers import AutoProcessor
     from transformers.utils import logging as hf_logging
 
@@ -251,7 +248,6 @@ def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.
 
 def _find_chat_template(path: str) -> str | None:
     """Hub VLM checkpoints often keep the template next to the processor, not the tokenizer."""
-    import json
     jinja, js = os.path.join(path, "chat_template.jinja"), os.path.join(path, "chat_template.json")
     if os.path.isfile(jinja):
         return open(jinja).read()
