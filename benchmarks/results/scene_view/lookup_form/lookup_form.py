@@ -86,12 +86,12 @@ def probe(rng: np.random.Generator, form: str) -> tuple[str, str]:
     return prefix, target
 
 
-def real_pairs(tok, n: int, seed: int, held_out: bool) -> list[tuple[str, str]]:
-    """``--form real``: (prefix, target) from the real second tool turn, as ``agents.lmm.corpus.sighting_probe``
-    drills it (sweep traces of needle questions, truthful captions, frames left out): the chat up to that turn plus
-    the turn up to its first sighting's "(", and that sighting's span. Held out: validation videos at K = 4 (the
-    drills of ``real_turn_check.py``); else fresh train videos past the dataset at K in {4, 8, 16}, each drawn once
-    or so (on a few hundred videos a model learns their times instead of the lookup)."""
+def real_turns(n: int, seed: int, held_out: bool) -> list[tuple]:
+    """(trace, drill, turn so far, span): the real second tool turn, as ``agents.lmm.corpus.sighting_probe`` drills
+    it (sweep traces of needle questions, truthful captions; the drill leaves the frames out), cut at its first
+    sighting's "(", and that sighting's span. Held out: validation videos at K = 4 (``../sweep/drill_check.py``'s
+    turns); else fresh train videos past the dataset at K in {4, 8, 16}, each drawn once or so (on a few hundred
+    videos a model learns their times instead of the lookup)."""
     import dataclasses
 
     from agents.lmm.corpus import build_corpus, sighting_probe
@@ -103,14 +103,21 @@ def real_pairs(tok, n: int, seed: int, held_out: bool) -> list[tuple[str, str]]:
     traces = build_corpus(0, 0, n, "paravt", **{"wc": wc, **where}, seed=seed, oracle_fraction=0.0,
                           search_agent="sweep", families=("needle", "needle_attribute"), zoom_think="sighting",
                           grounded_direct_think="scene_chain_decide")
-    pairs = []
-    for d in filter(None, map(sighting_probe, traces)):
-        turn = d.assistant_texts[1]
-        if (cut := SIGHTING.search(turn)) is None:  # no sighting was printed: nothing to copy
+    out = []
+    for trace in traces:
+        if (drill := sighting_probe(trace)) is None:
             continue
-        chat = tok.apply_chat_template(d.messages[:4], add_generation_prompt=True, tokenize=False)
-        pairs.append((chat + turn[:cut.start(2)], cut.group(2)))
-    return pairs
+        turn = drill.assistant_texts[1]
+        if (cut := SIGHTING.search(turn)) is not None:  # else no sighting was printed: nothing to copy
+            out.append((trace, drill, turn[:cut.start(2)], cut.group(2)))
+    return out
+
+
+def real_pairs(tok, n: int, seed: int, held_out: bool) -> list[tuple[str, str]]:
+    """``--form real``: (prefix, target) of :func:`real_turns`, the prefix being the drill's chat up to that turn
+    plus the turn so far."""
+    return [(tok.apply_chat_template(drill.messages[:4], add_generation_prompt=True, tokenize=False) + so_far, span)
+            for _, drill, so_far, span in real_turns(n, seed, held_out)]
 
 
 def real_pool(tok, n: int, seed: int, workers: int) -> list[tuple[str, str]]:

@@ -9,35 +9,27 @@ it for that scene (``span``), its start's whole seconds right (``entry``), and t
 
     python benchmarks/results/scene_view/lookup_form/real_turn_check.py CHECKPOINT [N] [DEVICE]"""
 import json
+import os
 import re
 import sys
 
-from agents.lmm.corpus import build_corpus, sighting_probe
-from agents.lmm.evaluate_lmm import world_config_of
 from agents.lmm.policy import TransformersPolicy
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lookup_form import SIGHTING, real_turns  # noqa: E402
 
 ckpt = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 48
 policy = TransformersPolicy(ckpt, device=sys.argv[3] if len(sys.argv) > 3 else "cpu")
-wc = world_config_of(ckpt)
-traces = build_corpus(0, 0, n, "paravt", seed=0, wc=wc, split="validation", budgets=(4,), oracle_fraction=0.0,
-                      search_agent="sweep", families=("needle", "needle_attribute"), zoom_think="sighting",
-                      grounded_direct_think="scene_chain_decide")
-SIGHTING = re.compile(r"([a-z]+) scene \(([\d.]+-[\d.]+ s)\)")
-pairs = [(s, d) for s in traces if (d := sighting_probe(s)) is not None]
-result = {"checkpoint": ckpt, "turns": len(pairs)}
+turns = real_turns(n, 0, held_out=True)
+result = {"checkpoint": ckpt, "turns": len(turns)}
 for form in ("frames", "text"):
     convs, wants = [], []
-    for s, d in pairs:
-        turn = d.assistant_texts[1]
-        cut = SIGHTING.search(turn)
-        if cut is None:  # the trace's turn names no sighting (none was printed): nothing to copy
-            continue
-        prefix = turn[:cut.start(2)]
-        printed = {times: name for p in d.messages[3]["content"] for name, times in SIGHTING.findall(p["text"])}
-        conv = policy.start((s if form == "frames" else d).messages[:4])
-        convs.append(conv.append_completion(policy.completion_from_text(prefix)))
-        wants.append((cut.group(2), printed))
+    for trace, drill, so_far, span in turns:
+        printed = {times: name for p in drill.messages[3]["content"] for name, times in SIGHTING.findall(p["text"])}
+        conv = policy.start((trace if form == "frames" else drill).messages[:4])
+        convs.append(conv.append_completion(policy.completion_from_text(so_far)))
+        wants.append((span, printed))
     outs = policy.generate(convs, temperature=0.0, max_new_tokens=16, prefix="")  # the turn so far is forced above
     span = entry = other = 0
     for o, (want, printed) in zip(outs, wants):
