@@ -20,10 +20,9 @@
 #       benchmarks/results/scene_view/lookup_form/lookup_form.py --form today --init shipped --batch-size 32 --lr 1e-3
 #       --kl 0.3 --minutes 3.9 --eval-every 250 --stop-entry 0.97 --device cuda --out
 #       $OUT/today_shipped_b32_lr1e-3_kl0.3_alone.json --save $OUT/formed", carry=[".whl"])
-# Next (not run yet): drills drawn from real second turns (--form real), unanchored; then the native step from the
-# formed weights (../../sweep/gpu_sighting.sh with START set to them):
-# the real drills are about 900 tokens, 2.4 times the probes, and v15 formed the probes' lookup only after 3,375 steps
-# of batch 32, so two runs get the whole call (about 90 s of it draws the 20,000 drills on 16 cores):
+# Call 5 (gpu/call5, twenty-first session): drills drawn from real second turns (--form real), unanchored. The real
+# drills are about 900 tokens, 2.4 times the probes, and v15 formed the probes' lookup only after 3,375 steps of batch
+# 32, so two runs got the whole call (about 90 s of it draws the 20,000 drills on 16 cores):
 #   run(command="MINUTES=7 WORKERS=8 STOP_ENTRY=0.95 RUNS='real shipped 32 1e-3|real shipped 64 1e-3' bash
 #       benchmarks/results/scene_view/lookup_form/gpu_lookup_form.sh", carry=[".whl"], timeout_s=600)
 set -u
