@@ -1,7 +1,8 @@
 """How much accuracy signal a PARA-GRPO group carries: the default run's first STEPS steps of prompts (2 a step,
 G = 8, T = 0.7, the trainer's own envs, seeds and rollout code), played by CHECKPOINT without training. Per group:
 do its 8 rollouts differ in accuracy (the only groups where answering right changes the advantage), and how much of
-its reward spread comes from accuracy, format and R_tool.
+its reward spread comes from accuracy, format and R_tool. Also: how many rollouts earn R_tool's parseable-call credit
+while the environment ran none of their calls (the first one printed in full).
 
     python benchmarks/results/rl_dose/group_signal.py CHECKPOINT [STEPS]"""
 import sys
@@ -22,7 +23,7 @@ args = Args()
 policy = TransformersPolicy(ckpt)
 n_env = args.prompts_per_step * args.group_size
 envs = [make_env(args, "train", policy) for _ in range(n_env)]
-groups_out = []
+groups_out, unexecuted = [], []
 for step in range(1, steps + 1):
     prompt_seeds = [derive_seed(args.seed, step, 0, p) for p in range(args.prompts_per_step)]
     seeds = [prompt_seeds[i // args.group_size] for i in range(n_env)]
@@ -31,6 +32,8 @@ for step in range(1, steps + 1):
                           max_new_tokens=args.max_new_tokens, sub_max_new_tokens=args.subagent_max_new_tokens,
                           sub_frames_per_pass=subagent_passes(args), think_prefix=args.think_prefix,
                           gen_seed=derive_seed(args.seed, step, 0, 999))
+    unexecuted += [r.env.trajectory for r in rs  # the envs are reused: keep the text, not the env
+                   if r.info["reward_components"].get("tool/parseable", 0) > 0 and r.info["num_tool_calls"] == 0]
     for g in range(args.prompts_per_step):
         mine = [r for r in rs if r.group == g]
         comp = lambda k: np.array([r.info["reward_components"].get(k, 0.0) for r in mine])  # noqa: E731
@@ -42,3 +45,6 @@ print(f"groups whose rollouts differ in accuracy: {len(mixed)} of {len(groups_ou
       f"{sum(g['acc'].mean() == 1 for g in groups_out)}; all wrong: {sum(g['acc'].mean() == 0 for g in groups_out)}")
 for k in ("acc", "fmt", "tool", "reward"):
     print(f"mean within-group std of {k}: {np.mean([g[k].std() for g in groups_out]):.3f}")
+print(f"rollouts with parseable-call credit and no executed call: {len(unexecuted)} of {len(groups_out) * args.group_size}")
+if unexecuted:
+    print("the first:", unexecuted[0][:1500])
