@@ -663,6 +663,13 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
     gating draws the same K every evaluation), split across processes, one rollout each at --eval-temperature.
     Given a list as `samples`, this process's first --eval-samples episodes are appended to it as
     trainers.samples.Sample (captured before the env pool is reused)."""
+    rows = evaluation_records(policy, env_pool, args, dist, seed, samples)
+    return episode_stats(gather_records(rows, dist), per_family=True)
+
+
+def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
+                       samples: list | None = None) -> list[dict]:
+    """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order."""
     mine = [args.eval_first_episode + i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
     for start in range(0, len(mine), len(env_pool)):
@@ -675,14 +682,13 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
                               think_prefix=args.think_prefix,
                               gen_seed=derive_seed(seed, start, dist.rank),
                               reset_options=[{"episode_index": i} for i in idx])
-        rows += [episode_record(r) for r in rs]
+        rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
         if samples is not None:
             from trainers.samples import capture
 
             samples += [capture(r.env, r.info, r.reward, index=len(samples) + j)
                         for j, r in enumerate(rs[:max(0, args.eval_samples - len(samples))])]
-    out = episode_stats(gather_records(rows, dist), per_family=True)
-    return out
+    return rows
 
 
 # ============================================================================================

@@ -1,6 +1,7 @@
 """Where a checkpoint calls the tool and what the calls buy it, family by family, greedy and at the evaluation's
 T = 0.6: the default run's evaluation (validation episodes F..F+N-1, gated K in {4, 8, 16}, the trainer's own envs,
-seeds and rollout code, so T = 0.6 repeats its numbers), one rollout per episode, split into episodes with and without an executed call.
+seeds and rollout code: `trainers.core.evaluation_records`), one rollout per episode, split into episodes with and
+without an executed call.
 
     python benchmarks/results/default_run_seeds/call_spread.py --out OUT.json [--first 0 --episodes 120] NAME=CKPT ...
 
@@ -9,7 +10,6 @@ OUT.md (per checkpoint and temperature: accuracy and calls per family, and accur
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -19,33 +19,23 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "trainers"))
 
 from para_grpo import Args  # noqa: E402
-from trainers.core import load_policy, resolve_model  # noqa: E402
-from trainers.rollouts import collect_rollouts, derive_seed, make_env, subagent_passes  # noqa: E402
-
-EVAL_SEED = 10_000  # trainers.core.evaluate's
+from trainers.core import Dist, evaluation_records, load_policy, resolve_model  # noqa: E402
+from trainers.rollouts import make_env  # noqa: E402
 
 
 def episodes(ckpt: str, temperature: float, first: int, n: int) -> list[dict]:
+    """The trainer's own evaluation of CKPT on episodes first..first+n-1 at `temperature`, episode by episode."""
     args = Args()
     args.model = "" if ckpt == "-" else ckpt
+    args.eval_temperature, args.eval_first_episode, args.eval_episodes = temperature, first, n
     policy = load_policy(resolve_model(args), torch.device("cpu"))
     policy.model.eval()
-    envs = [make_env(args, "validation", policy) for _ in range(min(n, 32))]
-    wanted, rows = list(range(first, first + n)), []
+    envs = [make_env(args, "validation", policy) for _ in range(min(n, 32))]  # the trainer's pool size
     with torch.no_grad():
-        for start in range(0, n, len(envs)):  # the batches and seeds of trainers.core.evaluate
-            idx = wanted[start:start + len(envs)]
-            rs = collect_rollouts(policy, envs[:len(idx)], [EVAL_SEED + i for i in idx], list(range(len(idx))),
-                                  temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                                  sub_max_new_tokens=args.subagent_max_new_tokens,
-                                  sub_frames_per_pass=subagent_passes(args), sub_temperature=-1.0,
-                                  think_prefix=args.think_prefix, gen_seed=derive_seed(EVAL_SEED, start, 0),
-                                  reset_options=[{"episode_index": i} for i in idx])
-            for i, r in zip(idx, rs):
-                rows.append({"episode": i, "family": r.info["family"], "K": int(r.info["frame_budget"]),
-                             "calls": int(r.info["num_tool_calls"]), "correct": bool(r.info["correct"]),
-                             "format_common": float(r.info["format_reward_common"])})
-    return rows
+        return [{"episode": r["episode"], "family": r["family"], "K": int(r["frame_budget"]),
+                 "calls": int(r["executed"]), "correct": bool(r["correct"]),
+                 "format_common": r["format_reward_common"]}
+                for r in evaluation_records(policy, envs, args, Dist())]
 
 
 def table(results: dict) -> str:
