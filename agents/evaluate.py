@@ -42,22 +42,30 @@ def run_episode(env, agent, seed: int, episode_index: int) -> dict:
             "tool_calls": info["num_tool_calls"], "frame_budget": info["frame_budget"]}
 
 
-def evaluate(agent_name: str, episodes: int, seed: int = 0, first_episode: int = 0, **env_kwargs) -> dict:
-    """Episodes first_episode .. first_episode + episodes - 1, episode i reset with seed + i."""
+def evaluate(agent_name: str, episodes: int, seed: int = 0, first_episode: int = 0, agent_seed: int | None = None,
+             **env_kwargs) -> dict:
+    """Episodes first_episode .. first_episode + episodes - 1, episode i reset with seed + i. The agent's own random
+    choices (a scripted agent's guesses) flow from `agent_seed`, `seed` when None.
+
+    accuracy is the mean R_acc (partial credit: IoU, token F1); correct is the share answered right by the trainer's
+    rule (`paravt_env.rewards.is_correct`), what an LMM run's eval/accuracy counts."""
     env = gym.make("ParaVT-LongVideo-v0", **env_kwargs)
-    agent = make_agent(agent_name, env, seed=seed)
+    agent = make_agent(agent_name, env, seed=seed if agent_seed is None else agent_seed)
     t0 = time.perf_counter()
     rows = [run_episode(env, agent, seed + i, i)
             for i in tqdm(range(first_episode, first_episode + episodes), desc=agent_name, leave=False)]
     wall = time.perf_counter() - t0
     env.close()
-    by_family = defaultdict(list)
+    by_family, correct_by_family = defaultdict(list), defaultdict(list)
     for r in rows:
         by_family[r["family"]].append(r["accuracy"])
+        correct_by_family[r["family"]].append(r["correct"])
     return {
         "agent": agent_name, "episodes": episodes, "first_episode": first_episode, "env": {k: str(v) for k, v in env_kwargs.items()},
         "accuracy": float(np.mean([r["accuracy"] for r in rows])),
         "accuracy_per_family": {f: float(np.mean(v)) for f, v in sorted(by_family.items())},
+        "correct": float(np.mean([r["correct"] for r in rows])),
+        "correct_per_family": {f: float(np.mean(v)) for f, v in sorted(correct_by_family.items())},
         "format_reward": float(np.mean([r["format"] for r in rows])),
         "tool_calls_per_episode": float(np.mean([r["tool_calls"] for r in rows])),
         "reward": float(np.mean([r["reward"] for r in rows])),

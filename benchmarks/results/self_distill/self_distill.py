@@ -1,0 +1,162 @@
+"""Self-distillation of a cold start (STaR-style rejection sampling): play the default run's episodes on the
+TRAIN split with the checkpoint itself (greedy unless --temperature), keep the main agent's conversations that
+answered right, and fine-tune on its own tokens there, with the grammar's tags left out of the loss (and, with a PIN,
+their log-probs held where they were), meant to sharpen what it writes without mending its format under sampling (the
+strong prior's mark). Then evaluate like the default run (validation episodes, gated K, T = 0.6 and greedy).
+
+    python benchmarks/results/self_distill/self_distill.py --out DIR [--model CKPT] --episodes 2048 --device cuda
+
+Writes DIR/<LR>_<STEPS>/cold_start (checkpoints with the starting model's build record) and DIR/report.json."""
+import argparse
+import dataclasses
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "trainers"))
+
+from para_grpo import Args  # noqa: E402
+from trainers.core import Dist, evaluation_records, load_policy, resolve_model, starting_build_record  # noqa: E402
+from trainers.rollouts import collect_rollouts, derive_seed, episode_record, episode_stats, make_env, subagent_passes  # noqa: E402
+from agents.lmm.tokenizer import SPECIAL_TOKENS, STRUCTURAL_TAGS  # noqa: E402
+
+PIN_T = 0.7
+
+
+def play(policy, args, split: str, first: int, n: int, pool: int, temperature: float, seed: int):
+    """Rollouts of episodes first..first+n-1 of `split` (episode i: reset seed seed + i), `pool` at a time."""
+    envs = [make_env(args, split, policy) for _ in range(min(pool, n))]
+    out = []
+    for start in range(first, first + n, len(envs)):
+        idx = list(range(start, min(first + n, start + len(envs))))
+        with torch.no_grad():
+            out += collect_rollouts(policy, envs[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
+                                    temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                                    sub_max_new_tokens=args.subagent_max_new_tokens,
+                                    sub_frames_per_pass=subagent_passes(args), sub_temperature=0.0,
+                                    think_prefix=args.think_prefix, gen_seed=derive_seed(seed, start),
+                                    reset_options=[{"episode_index": i} for i in idx])
+        print(f"played {start + len(idx) - first}/{n}", flush=True)
+    return out
+
+
+def evaluate(policy, args, first: int, n: int, temperature: float) -> dict:
+    args = dataclasses.replace(args, eval_temperature=temperature, eval_first_episode=first, eval_episodes=n)
+    envs = [make_env(args, "validation", policy) for _ in range(min(n, 64))]
+    with torch.no_grad():
+        rows = evaluation_records(policy, envs, args, Dist())
+    stats = episode_stats(rows, per_family=True)
+    blocks = [float(np.mean([r["correct"] for r in rows if lo <= r["episode"] < lo + 24]))
+              for lo in range(first, first + n, 24)]
+    return {"accuracy": stats["accuracy"], "format_common": stats["format_reward_common"],
+            "calls": stats["tool_calls_per_rollout"], "per_24": blocks,
+            **{k: v for k, v in stats.items() if k.startswith("accuracy/")}}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", default="", help="starting checkpoint (default: the shipped strong cold start)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--episodes", type=int, default=256, help="train-split episodes to play")
+    p.add_argument("--first", type=int, default=0)
+    p.add_argument("--pool", type=int, default=32, help="episodes played at once")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy rollouts")
+    p.add_argument("--keep", choices=("correct", "all"), default="correct")
+    p.add_argument("--train-tags", action="store_true", help="train the grammar's tags too")
+    p.add_argument("--variants", default="1e-4:100:10", help="comma list of LR:STEPS:PIN, each trained from the "
+                   "start model on the same conversations, saved to OUT/<LR>_<STEPS>_<PIN>/cold_start and evaluated. "
+                   "PIN weighs a squared-error term that holds the log-prob (at T = 0.7) of every tag the conversations "
+                   "wrote where the start model had it, meant to keep the start model's fragile format under sampling (it did not: "
+                   "README.md beside this file)")
+    p.add_argument("--batch", type=int, default=16, help="conversations per step")
+    p.add_argument("--eval-episodes", type=int, default=120)
+    p.add_argument("--seed", type=int, default=1)
+    a = p.parse_args()
+    torch.manual_seed(a.seed)
+    device = torch.device(a.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    args = Args()
+    args.model = a.model
+    model_path = resolve_model(args)
+    policy = load_policy(model_path, device, generation_cache="graph" if device.type == "cuda" else "dynamic")
+    policy.model.eval()
+    report = {"args": vars(a), "model": model_path}
+    start_eval = a.eval_episodes and {f"T{t:g}": evaluate(policy, args, 0, a.eval_episodes, t) for t in (0.6, 0.0)}
+    if start_eval:
+        report["start_eval"] = start_eval
+        print("start", json.dumps(start_eval), flush=True)
+    t0 = time.perf_counter()
+    rs = play(policy, args, "train", a.first, a.episodes, a.pool, a.temperature, seed=20_000 + a.seed)
+    kept = [r.conv for r in rs if a.keep == "all" or r.info.get("correct")]
+    report["play"] = {"episodes": len(rs), "kept": len(kept), "seconds": time.perf_counter() - t0,
+                      **episode_stats([episode_record(r) for r in rs],
+                                      per_family=True)}
+    print(json.dumps(report["play"]), flush=True)
+    tok = policy.tokenizer
+    untrained = set() if a.train_tags else {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS}
+    untrained |= {tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    masks = [torch.tensor([g and t not in untrained for t, g in zip(c.token_ids, c.generated_mask)]) for c in kept]
+    tag_ids = {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS + ("<|im_end|>",)}
+    tag_masks = [torch.tensor([g and t in tag_ids for t, g in zip(c.token_ids, c.generated_mask)]) for c in kept]
+    with torch.no_grad():  # the start model's tag log-probs at the prior benchmark's T = 0.7
+        ref_tags = [lp.cpu() for i in range(0, len(kept), a.batch)
+                    for lp in policy.conversation_logprobs(kept[i:i + a.batch], temperature=PIN_T)]
+    start = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
+    out = Path(a.out)
+    report["variants"] = {}
+    for spec in a.variants.split(","):
+        lr_text, steps_text, pin_text = (spec.split(":") + ["0"])[:3]
+        lr, steps, pin = float(lr_text), int(steps_text), float(pin_text)
+        name = f"{lr_text}_{steps}_{pin_text}"
+        policy.model.load_state_dict(start)
+        torch.manual_seed(a.seed)
+        rng = random.Random(a.seed)
+        opt = torch.optim.AdamW([q for q in policy.model.parameters() if q.requires_grad], lr=lr, weight_decay=0.0)
+        losses, t1 = [], time.perf_counter()
+        policy.model.train()
+        for step in range(steps):
+            pick = rng.sample(range(len(kept)), min(a.batch, len(kept)))
+            lps = policy.conversation_logprobs([kept[i] for i in pick], temperature=1.0)
+            num = sum(-(lp * masks[i].to(lp.device)).sum() for lp, i in zip(lps, pick))
+            loss = num / max(sum(int(masks[i].sum()) for i in pick), 1)
+            if pin:
+                hot = policy.conversation_logprobs([kept[i] for i in pick], temperature=PIN_T)
+                err = sum(((lp - ref_tags[i].to(lp.device)) ** 2 * tag_masks[i].to(lp.device)).sum()
+                          for lp, i in zip(hot, pick))
+                loss = loss + pin * err / max(sum(int(tag_masks[i].sum()) for i in pick), 1)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+            if (step + 1) % 10 == 0:
+                print(f"{name} step {step + 1}/{steps} loss {np.mean(losses[-10:]):.4f}", flush=True)
+        policy.model.eval()
+        row = {"lr": lr, "steps": steps, "pin": pin, "seconds": time.perf_counter() - t1,
+               "loss_first10": float(np.mean(losses[:10])), "loss_last10": float(np.mean(losses[-10:]))}
+        from agents.lmm.tiny_qwen import save_checkpoint
+
+        record = {**(starting_build_record(model_path) or {}),
+                  "self_distill": {**vars(a), "lr": lr, "steps": steps, "pin": pin}}
+        save_checkpoint(str(out / name / "cold_start"), policy.model, tok, policy.image_processor,
+                        info={"self_distill": record["self_distill"]}, build_record=record)
+        if a.eval_episodes:
+            row["eval"] = {f"T{t:g}": evaluate(policy, args, 0, a.eval_episodes, t) for t in (0.6, 0.0)}
+        report["variants"][name] = row
+        print(name, json.dumps(row), flush=True)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
