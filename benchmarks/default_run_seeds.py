@@ -51,6 +51,20 @@ def parse_configs(text: str) -> list[tuple[str, list[str]]]:
 GUESS_SEEDS = 32
 
 
+def parse_seeds(text: str) -> list[int]:
+    """"1,2,3" or ranges "1-3,7" -> [1, 2, 3] / [1, 2, 3, 7]."""
+    seeds = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, sep, hi = part.partition("-")
+        try:
+            seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+        except ValueError:
+            raise SystemExit(f"--seeds: expected integers or ranges like 1-3, got {part!r}") from None
+    if not seeds:
+        raise SystemExit(f"--seeds: no seed in {text!r}")
+    return seeds
+
+
 @functools.lru_cache(maxsize=None)
 def no_tool_accuracy(first: int, episodes: int, env_settings: tuple) -> dict[str, float]:
     """The no-tool scripted agent on the episodes the trainer evaluated (episode i: seed 10000 + i), in the
@@ -209,7 +223,7 @@ def plot(result: dict, path: Path) -> bool:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="default:", help="'name:trainer flags|name:flags' (default: the default run)")
-    p.add_argument("--seeds", default="1,2,3", help="comma list of run seeds")
+    p.add_argument("--seeds", default="1,2,3", help="comma list of run seeds and ranges (1-3,7)")
     p.add_argument("--trainer", default="para_grpo.py", help="a trainer in trainers/")
     p.add_argument("--model", default="", help="checkpoint to start from (default: the trainer's default)")
     p.add_argument("--eval-episodes", type=int, default=120)
@@ -222,7 +236,7 @@ def main(argv=None):
     p.add_argument("--out", default="runs/benchmarks/default_run_seeds", help="writes OUT.json and OUT.md")
     a = p.parse_args(argv)
     configs = parse_configs(a.configs)
-    seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    seeds = parse_seeds(a.seeds)
     runs_dir = Path(a.runs_dir or f"{a.out}_runs")
     runs_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(name, flags, seed) for name, flags in configs for seed in seeds]

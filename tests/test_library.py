@@ -512,7 +512,7 @@ def test_default_run_seeds_evaluates_each_run_before_and_after(tiny_dir, tmp_pat
     import json
 
     from agents.evaluate import evaluate
-    from benchmarks.default_run_seeds import GUESS_SEEDS, eval_env_settings, main, parse_configs
+    from benchmarks.default_run_seeds import GUESS_SEEDS, eval_env_settings, main, parse_configs, parse_seeds
 
     small = "--total-steps 1 --group-size 2 --max-new-tokens 8 --subagent-max-new-tokens 6 --max-turns 2 " \
             "--dataset-size 60 --checkpoint-every 0"
@@ -542,6 +542,10 @@ def test_default_run_seeds_evaluates_each_run_before_and_after(tiny_dir, tmp_pat
         assert runs[name]["no_tool"]["accuracy"] == pytest.approx(draws[0])
         assert runs[name]["no_tool"]["accuracy_expected"] == pytest.approx(sum(draws) / len(draws))
     assert "| a s3" in out.with_suffix(".md").read_text() and out.with_suffix(".png").stat().st_size > 1000
+    assert parse_seeds("1-3,7") == [1, 2, 3, 7] and parse_seeds("4") == [4]
+    for bad in ("1-x", "", "a"):
+        with pytest.raises(SystemExit, match="--seeds"):
+            parse_seeds(bad)
     with pytest.raises(SystemExit, match="unique"):
         parse_configs("a:|a:--learning-rate 0")
     with pytest.raises(SystemExit, match="plain name"):
