@@ -667,21 +667,27 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
     return episode_stats(gather_records(rows, dist), per_family=True)
 
 
+def play_episodes(policy, env_pool: list, args, episodes: Sequence[int], *, temperature: float,
+                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0):
+    """Play episodes (indices; episode i reset with seed + i) one env pool at a time with the trainer's rollout
+    settings; yields (indices, finished rollouts) per batch."""
+    for start in range(0, len(episodes), len(env_pool)):
+        idx = list(episodes[start:start + len(env_pool)])
+        yield idx, collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
+                                    temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                                    sub_max_new_tokens=args.subagent_max_new_tokens,
+                                    sub_frames_per_pass=subagent_passes(args), sub_temperature=sub_temperature,
+                                    think_prefix=args.think_prefix, gen_seed=derive_seed(seed, start, rank),
+                                    reset_options=[{"episode_index": i} for i in idx])
+
+
 def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
                        samples: list | None = None) -> list[dict]:
     """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order."""
     mine = [args.eval_first_episode + i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
-    for start in range(0, len(mine), len(env_pool)):
-        idx = mine[start:start + len(env_pool)]
-        rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
-                              temperature=args.eval_temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                              sub_max_new_tokens=args.subagent_max_new_tokens,
-                              sub_frames_per_pass=subagent_passes(args),
-                              sub_temperature=args.eval_subagent_temperature,
-                              think_prefix=args.think_prefix,
-                              gen_seed=derive_seed(seed, start, dist.rank),
-                              reset_options=[{"episode_index": i} for i in idx])
+    for idx, rs in play_episodes(policy, env_pool, args, mine, temperature=args.eval_temperature,
+                                 sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank):
         rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
         if samples is not None:
             from trainers.samples import capture

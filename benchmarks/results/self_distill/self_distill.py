@@ -23,27 +23,24 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "trainers"))
 
 from para_grpo import Args  # noqa: E402
-from trainers.core import Dist, evaluation_records, load_policy, resolve_model, starting_build_record  # noqa: E402
-from trainers.rollouts import collect_rollouts, derive_seed, episode_record, episode_stats, make_env, subagent_passes  # noqa: E402
+from trainers.core import (Dist, evaluation_records, load_policy, play_episodes, resolve_model,  # noqa: E402
+                           starting_build_record)
+from trainers.rollouts import episode_record, episode_stats, make_env  # noqa: E402
 from agents.lmm.tokenizer import SPECIAL_TOKENS, STRUCTURAL_TAGS  # noqa: E402
 
 PIN_T = 0.7
 
 
 def play(policy, args, split: str, first: int, n: int, pool: int, temperature: float, seed: int):
-    """Rollouts of episodes first..first+n-1 of `split` (episode i: reset seed seed + i), `pool` at a time."""
+    """Rollouts of episodes first..first+n-1 of `split` (episode i: reset seed seed + i), `pool` at a time, the
+    sub-agent greedy."""
     envs = [make_env(args, split, policy) for _ in range(min(pool, n))]
     out = []
-    for start in range(first, first + n, len(envs)):
-        idx = list(range(start, min(first + n, start + len(envs))))
-        with torch.no_grad():
-            out += collect_rollouts(policy, envs[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
-                                    temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                                    sub_max_new_tokens=args.subagent_max_new_tokens,
-                                    sub_frames_per_pass=subagent_passes(args), sub_temperature=0.0,
-                                    think_prefix=args.think_prefix, gen_seed=derive_seed(seed, start),
-                                    reset_options=[{"episode_index": i} for i in idx])
-        print(f"played {start + len(idx) - first}/{n}", flush=True)
+    with torch.no_grad():
+        for _, rs in play_episodes(policy, envs, args, range(first, first + n), temperature=temperature,
+                                   sub_temperature=0.0, seed=seed):
+            out += rs
+            print(f"played {len(out)}/{n}", flush=True)
     return out
 
 
