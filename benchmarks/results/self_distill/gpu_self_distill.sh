@@ -2,6 +2,7 @@
 # One device call: self_distill.py on the GPU, each variant's checkpoint packed into $OUT, then the prior benchmark's
 # strong rows (fixed K, greedy and T = 0.7, 96 episodes) for each variant, appended to the log.
 # run(command="DEADLINE_S=400 VARIANTS=1e-4:100:10,1e-4:50:10 bash benchmarks/results/self_distill/gpu_self_distill.sh", carry=[".whl"])
+# EXTRA passes more flags to self_distill.py, e.g. EXTRA="--openers split".
 . benchmarks/results/presence/device_lib.sh && install_carried_wheels
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv
 timeout "${DEADLINE_S:-400}" python3 benchmarks/results/self_distill/self_distill.py --out /tmp/sd --device cuda \

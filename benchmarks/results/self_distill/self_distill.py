@@ -2,7 +2,9 @@
 TRAIN split with the checkpoint itself (greedy unless --temperature), keep the main agent's conversations that
 answered right, and fine-tune on its own tokens there, with the grammar's tags left out of the loss (and, with a PIN,
 their log-probs held where they were), meant to sharpen what it writes without mending its format under sampling (the
-strong prior's mark). Then evaluate like the default run (validation episodes, gated K, T = 0.6 and greedy).
+strong prior's mark). --openers decides what happens at each turn's first word, where the native dialect's openers
+compete with the ParaVT lines (README.md beside this file, section 5). Then evaluate like the default run (validation
+episodes, gated K, T = 0.6 and greedy).
 
     python benchmarks/results/self_distill/self_distill.py --out DIR [--model CKPT] --episodes 2048 --device cuda
 
@@ -26,9 +28,39 @@ from para_grpo import Args  # noqa: E402
 from trainers.core import (Dist, evaluation_records, load_policy, play_episodes, resolve_model,  # noqa: E402
                            starting_build_record)
 from trainers.rollouts import episode_record, episode_stats, make_env  # noqa: E402
+from agents.lmm.corpus import NATIVE_OPENERS  # noqa: E402
 from agents.lmm.tokenizer import SPECIAL_TOKENS, STRUCTURAL_TAGS  # noqa: E402
 
 PIN_T = 0.7
+
+
+def turn_openers(generated_mask) -> list[bool]:
+    """True at the first generated token of each assistant turn (the think prefix is forced, so this is the think
+    line's first word)."""
+    return [bool(g) and (i == 0 or not generated_mask[i - 1]) for i, g in enumerate(generated_mask)]
+
+
+def scores(policy, convs, native_ids) -> list[dict]:
+    """One forward over `convs` (as ``policy.conversation_logprobs``), per conversation aligned with its tokens:
+    ``lp`` the token's log-prob at T = 1, ``lp_pin`` at PIN_T, and the log of the total probability of the native
+    openers' first tokens at T = 1 (``native``) and PIN_T (``native_pin``)."""
+    firsts = [next((i for i, g in enumerate(c.generated_mask) if g), len(c)) for c in convs]
+    tails = [len(c) - f for c, f in zip(convs, firsts)]
+    keep = max(tails) + 1
+    batch = policy._batch([c.token_ids for c in convs], convs)
+    logits = policy.model(**batch, use_cache=False, logits_to_keep=keep).logits.float()
+    native = torch.tensor(native_ids, device=logits.device)
+    out = []
+    for i, (c, n) in enumerate(zip(convs, tails)):
+        step = logits[i, keep - 1 - n: keep - 1]
+        target = torch.tensor(c.token_ids[len(c) - n:], device=logits.device)[:, None]
+        row = {}
+        for key, t in (("", 1.0), ("_pin", PIN_T)):
+            logp = torch.log_softmax(step / t, -1)
+            row["lp" + key] = logp.gather(1, target).squeeze(1)
+            row["native" + key] = torch.logsumexp(logp[:, native], -1)
+        out.append({k: torch.cat([v.new_zeros(len(c) - n), v]) for k, v in row.items()})
+    return out
 
 
 def play(policy, args, split: str, first: int, n: int, pool: int, temperature: float, seed: int):
@@ -68,6 +100,11 @@ def main():
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy rollouts")
     p.add_argument("--keep", choices=("correct", "all"), default="correct")
     p.add_argument("--train-tags", action="store_true", help="train the grammar's tags too")
+    p.add_argument("--openers", choices=("loss", "out", "split"), default="loss",
+                   help="each turn's first generated token, the think line's opener, where the native dialect's openers "
+                   "compete with the ParaVT lines: 'loss' trains it like any word; 'out' treats it as a tag (out of the "
+                   "loss, its log-prob pinned); 'split' trains the opener among the ParaVT openers only and pins the "
+                   "native openers' total probability at T = 0.7 (squared error in probability)")
     p.add_argument("--variants", default="1e-4:100:10", help="comma list of LR:STEPS:PIN, each trained from the "
                    "start model on the same conversations, saved to OUT/<LR>_<STEPS>_<PIN>/cold_start and evaluated. "
                    "PIN weighs a squared-error term that holds the log-prob (at T = 0.7) of every tag the conversations "
@@ -101,14 +138,21 @@ def main():
     tok = policy.tokenizer
     untrained = set() if a.train_tags else {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS}
     untrained |= {tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    masks = [torch.tensor([g and t not in untrained for t, g in zip(c.token_ids, c.generated_mask)]) for c in kept]
     tag_ids = {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS + ("<|im_end|>",)}
-    tag_masks = [torch.tensor([g and t in tag_ids for t, g in zip(c.token_ids, c.generated_mask)]) for c in kept]
-    with torch.no_grad():  # the start model's tag log-probs at the prior benchmark's T = 0.7
-        ref_tags = [lp.cpu() for i in range(0, len(kept), a.batch)
-                    for lp in policy.conversation_logprobs(kept[i:i + a.batch], temperature=PIN_T)]
+    native_ids = sorted({tok.encode(line, add_special_tokens=False)[0] for style in NATIVE_OPENERS.values()
+                         for lines in style.values() for line in lines})
+    rows = []  # per conversation: (trained tokens, opener positions, tag positions) as bool tensors
+    for c in kept:
+        op = turn_openers(c.generated_mask) if a.openers != "loss" else [False] * len(c)
+        rows.append((torch.tensor([g and t not in untrained and not o
+                                   for t, g, o in zip(c.token_ids, c.generated_mask, op)]),
+                     torch.tensor(op), torch.tensor([g and t in tag_ids for t, g in zip(c.token_ids, c.generated_mask)])))
+    with torch.no_grad():  # the start model's tag log-probs and native opener mass at the prior benchmark's T = 0.7
+        ref = [(sc["lp_pin"].cpu(), sc["native_pin"].cpu()) for i in range(0, len(kept), a.batch)
+               for sc in scores(policy, kept[i:i + a.batch], native_ids)]
     start = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
     out = Path(a.out)
+    report["native_opener_ids"] = native_ids
     report["variants"] = {}
     for spec in a.variants.split(","):
         lr_text, steps_text, pin_text = (spec.split(":") + ["0"])[:3]
@@ -122,14 +166,27 @@ def main():
         policy.model.train()
         for step in range(steps):
             pick = rng.sample(range(len(kept)), min(a.batch, len(kept)))
-            lps = policy.conversation_logprobs([kept[i] for i in pick], temperature=1.0)
-            num = sum(-(lp * masks[i].to(lp.device)).sum() for lp, i in zip(lps, pick))
-            loss = num / max(sum(int(masks[i].sum()) for i in pick), 1)
-            if pin:
-                hot = policy.conversation_logprobs([kept[i] for i in pick], temperature=PIN_T)
-                err = sum(((lp - ref_tags[i].to(lp.device)) ** 2 * tag_masks[i].to(lp.device)).sum()
-                          for lp, i in zip(hot, pick))
-                loss = loss + pin * err / max(sum(int(tag_masks[i].sum()) for i in pick), 1)
+            nll = pin_err = 0.0
+            n_tok = n_pin = 0
+            for sc, i in zip(scores(policy, [kept[i] for i in pick], native_ids), pick):
+                dev = sc["lp"].device
+                trained, op, tags = (m.to(dev) for m in rows[i])
+                nll = nll - (sc["lp"] * trained).sum()
+                n_tok += int(trained.sum())
+                pinned = tags
+                if a.openers == "split":  # the opener's ParaVT line among the ParaVT lines only
+                    off_native = torch.log1p(-sc["native"].exp().clamp(max=1 - 1e-6))
+                    nll = nll - ((sc["lp"] - off_native) * op).sum()
+                    n_tok += int(op.sum())
+                    # in probability, not log space: where the native mass is ~1e-7 its log moves by whole units
+                    # while nothing is sampled differently
+                    pin_err = pin_err + ((sc["native_pin"].exp() - ref[i][1].to(dev).exp()) ** 2 * op).sum()
+                    n_pin += int(op.sum())
+                elif a.openers == "out":
+                    pinned = tags | op
+                pin_err = pin_err + ((sc["lp_pin"] - ref[i][0].to(dev)) ** 2 * pinned).sum()
+                n_pin += int(pinned.sum())
+            loss = nll / max(n_tok, 1) + (pin * pin_err / max(n_pin, 1) if pin else 0.0)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
