@@ -47,6 +47,7 @@ def scores(policy, convs, native_ids) -> list[dict]:
     firsts = [next((i for i, g in enumerate(c.generated_mask) if g), len(c)) for c in convs]
     tails = [len(c) - f for c, f in zip(convs, firsts)]
     keep = max(tails) + 1
+    # the policy's own batching (private), so these are exactly the log-probs conversation_logprobs gives
     batch = policy._batch([c.token_ids for c in convs], convs)
     logits = policy.model(**batch, use_cache=False, logits_to_keep=keep).logits.float()
     native = torch.tensor(native_ids, device=logits.device)
@@ -174,7 +175,8 @@ def main():
                 nll = nll - (sc["lp"] * trained).sum()
                 n_tok += int(trained.sum())
                 pinned = tags
-                if a.openers == "split":  # the opener's ParaVT line among the ParaVT lines only
+                if a.openers == "split":  # the opener's ParaVT line among the ParaVT lines only (greedy-played
+                    # conversations open with a ParaVT line: the native mass is spread over 15 first tokens)
                     off_native = torch.log1p(-sc["native"].exp().clamp(max=1 - 1e-6))
                     nll = nll - ((sc["lp"] - off_native) * op).sum()
                     n_tok += int(op.sum())
