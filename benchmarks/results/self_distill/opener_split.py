@@ -20,10 +20,9 @@ sys.path.insert(0, str(ROOT / "trainers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from para_grpo import Args  # noqa: E402
-from self_distill import scores, turn_openers  # noqa: E402
+from self_distill import native_opener_ids, scores, turn_openers  # noqa: E402
 from trainers.core import load_policy, play_episodes, resolve_model  # noqa: E402
 from trainers.rollouts import episode_record, make_env  # noqa: E402
-from agents.lmm.corpus import NATIVE_OPENERS  # noqa: E402
 
 
 def split(path: str, episodes: int, threads: int) -> dict:
@@ -32,9 +31,7 @@ def split(path: str, episodes: int, threads: int) -> dict:
     args.model = path
     policy = load_policy(resolve_model(args), torch.device("cpu"))
     policy.model.eval()
-    tok = policy.tokenizer
-    native_ids = sorted({tok.encode(line, add_special_tokens=False)[0] for style in NATIVE_OPENERS.values()
-                         for lines in style.values() for line in lines})
+    native_ids = native_opener_ids(policy.tokenizer)
     envs = [make_env(args, "validation", policy) for _ in range(min(episodes, 32))]
     kinds, correct, fmt, mass = [], [], [], []
     with torch.no_grad():

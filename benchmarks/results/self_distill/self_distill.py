@@ -40,6 +40,12 @@ def turn_openers(generated_mask) -> list[bool]:
     return [bool(g) and (i == 0 or not generated_mask[i - 1]) for i, g in enumerate(generated_mask)]
 
 
+def native_opener_ids(tokenizer) -> list[int]:
+    """The first token of every native-dialect think opener the cold starts were taught."""
+    return sorted({tokenizer.encode(line, add_special_tokens=False)[0] for style in NATIVE_OPENERS.values()
+                   for lines in style.values() for line in lines})
+
+
 def scores(policy, convs, native_ids) -> list[dict]:
     """One forward over `convs` (as ``policy.conversation_logprobs``), per conversation aligned with its tokens:
     ``lp`` the token's log-prob at T = 1, ``lp_pin`` at PIN_T, and the log of the total probability of the native
@@ -140,8 +146,7 @@ def main():
     untrained = set() if a.train_tags else {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS}
     untrained |= {tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     tag_ids = {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS + ("<|im_end|>",)}
-    native_ids = sorted({tok.encode(line, add_special_tokens=False)[0] for style in NATIVE_OPENERS.values()
-                         for lines in style.values() for line in lines})
+    native_ids = native_opener_ids(tok)
     rows = []  # per conversation: (trained tokens, opener positions, tag positions) as bool tensors
     for c in kept:
         op = turn_openers(c.generated_mask) if a.openers != "loss" else [False] * len(c)
