@@ -119,6 +119,7 @@ def main():
                    "README.md beside this file)")
     p.add_argument("--batch", type=int, default=16, help="conversations per step")
     p.add_argument("--eval-episodes", type=int, default=120)
+    p.add_argument("--no-start-eval", action="store_true", help="skip evaluating the starting checkpoint")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     torch.manual_seed(a.seed)
@@ -131,7 +132,7 @@ def main():
     policy = load_policy(model_path, device, generation_cache="graph" if device.type == "cuda" else "dynamic")
     policy.model.eval()
     report = {"args": vars(a), "model": model_path}
-    start_eval = a.eval_episodes and {f"T{t:g}": evaluate(policy, args, 0, a.eval_episodes, t) for t in (0.6, 0.0)}
+    start_eval = a.eval_episodes and not a.no_start_eval and {f"T{t:g}": evaluate(policy, args, 0, a.eval_episodes, t) for t in (0.6, 0.0)}
     if start_eval:
         report["start_eval"] = start_eval
         print("start", json.dumps(start_eval), flush=True)
@@ -147,12 +148,16 @@ def main():
     untrained |= {tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     tag_ids = {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS + ("<|im_end|>",)}
     native_ids = native_opener_ids(tok)
-    rows = []  # per conversation: (trained tokens, opener positions, tag positions) as bool tensors
+    # per conversation, bool tensors: trained tokens, opener positions, openers that are ParaVT lines, tag positions
+    rows = []
     for c in kept:
         op = turn_openers(c.generated_mask) if a.openers != "loss" else [False] * len(c)
         rows.append((torch.tensor([g and t not in untrained and not o
                                    for t, g, o in zip(c.token_ids, c.generated_mask, op)]),
-                     torch.tensor(op), torch.tensor([g and t in tag_ids for t, g in zip(c.token_ids, c.generated_mask)])))
+                     torch.tensor(op), torch.tensor([o and t not in native_ids for t, o in zip(c.token_ids, op)]),
+                     torch.tensor([g and t in tag_ids for t, g in zip(c.token_ids, c.generated_mask)])))
+    report["play"]["kept_native_opened"] = sum(
+        c.token_ids[turn_openers(c.generated_mask).index(True)] in native_ids for c in kept)
     with torch.no_grad():  # the start model's tag log-probs and native opener mass at the prior benchmark's T = 0.7
         ref = [(sc["lp_pin"].cpu(), sc["native_pin"].cpu()) for i in range(0, len(kept), a.batch)
                for sc in scores(policy, kept[i:i + a.batch], native_ids)]
@@ -176,15 +181,15 @@ def main():
             n_tok = n_pin = 0
             for sc, i in zip(scores(policy, [kept[i] for i in pick], native_ids), pick):
                 dev = sc["lp"].device
-                trained, op, tags = (m.to(dev) for m in rows[i])
+                trained, op, op_paravt, tags = (m.to(dev) for m in rows[i])
                 nll = nll - (sc["lp"] * trained).sum()
                 n_tok += int(trained.sum())
                 pinned = tags
-                if a.openers == "split":  # the opener's ParaVT line among the ParaVT lines only (greedy-played
-                    # conversations open with a ParaVT line: the native mass is spread over 15 first tokens)
+                if a.openers == "split":  # a ParaVT opener learnt among the ParaVT lines only (the native mass is
+                    # spread over 15 first tokens); a native opener (sampled play) is not learnt, only its mass pinned
                     off_native = torch.log1p(-sc["native"].exp().clamp(max=1 - 1e-6))
-                    nll = nll - ((sc["lp"] - off_native) * op).sum()
-                    n_tok += int(op.sum())
+                    nll = nll - ((sc["lp"] - off_native) * op_paravt).sum()
+                    n_tok += int(op_paravt.sum())
                     # in probability, not log space: where the native mass is ~1e-7 its log moves by whole units
                     # while nothing is sampled differently
                     pin_err = pin_err + ((sc["native_pin"].exp() - ref[i][1].to(dev).exp()) ** 2 * op).sum()
