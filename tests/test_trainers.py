@@ -243,6 +243,25 @@ def test_eval_subagent_temperature_sets_how_the_summaries_are_decoded(caller):
     assert any(x != y for x, y in first)
 
 
+def test_evaluation_draw_resamples_the_same_episodes(caller):
+    """evaluation_records(draw=d): d = 0 is the trainer's evaluation, repeated exactly; another draw samples other
+    texts of the same episodes (the same questions and overview K)."""
+    args = _args(eval_episodes=4, eval_first_episode=0, eval_samples=4, eval_temperature=1.5, max_new_tokens=24,
+                 max_turns=1, nframes_gating=True, gating_budgets="4,8,16")
+    envs = [core.make_env(args, "validation", caller) for _ in range(4)]
+
+    def play(draw):
+        kept: list = []
+        core.evaluation_records(caller, envs, args, core.Dist(), samples=kept, draw=draw)
+        return [(s.record["question_id"], s.record["frame_budget"], s.record["turns"][0]["text"]) for s in kept]
+
+    trainer, again, other = play(0), play(0), play(1)
+    assert trainer == again
+    assert [r[:2] for r in other] == [r[:2] for r in trainer]
+    assert len({r[1] for r in trainer}) > 1  # gating drew several K, and each episode kept its own
+    assert [r[2] for r in other] != [r[2] for r in trainer]
+
+
 def test_generate_stops_after_the_call_limit_not_the_first_call(caller):
     """Greedy decoding is deterministic, so a limit of L calls must give exactly the unlimited text cut
     right after its L-th closed call, in either call form (or the unlimited text, when that has fewer calls)."""

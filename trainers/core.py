@@ -668,26 +668,30 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
 
 
 def play_episodes(policy, env_pool: list, args, episodes: Sequence[int], *, temperature: float,
-                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0):
+                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0, draw: int = 0):
     """Play episodes (indices; episode i reset with seed + i) one env pool at a time with the trainer's rollout
-    settings; yields (indices, finished rollouts) per batch."""
+    settings; yields (indices, finished rollouts) per batch. ``draw`` > 0 samples other generations of the same
+    episodes (same K, same videos); draw 0 is what the trainer plays."""
     for start in range(0, len(episodes), len(env_pool)):
         idx = list(episodes[start:start + len(env_pool)])
         yield idx, collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
                                     temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
                                     sub_max_new_tokens=args.subagent_max_new_tokens,
                                     sub_frames_per_pass=subagent_passes(args), sub_temperature=sub_temperature,
-                                    think_prefix=args.think_prefix, gen_seed=derive_seed(seed, start, rank),
+                                    think_prefix=args.think_prefix,
+                                    gen_seed=derive_seed(seed, start, rank, *([draw] if draw else [])),
                                     reset_options=[{"episode_index": i} for i in idx])
 
 
 def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
-                       samples: list | None = None) -> list[dict]:
-    """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order."""
+                       samples: list | None = None, draw: int = 0) -> list[dict]:
+    """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order;
+    ``draw`` as in `play_episodes`."""
     mine = [args.eval_first_episode + i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
     for idx, rs in play_episodes(policy, env_pool, args, mine, temperature=args.eval_temperature,
-                                 sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank):
+                                 sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank,
+                                 draw=draw):
         rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
         if samples is not None:
             from trainers.samples import capture
