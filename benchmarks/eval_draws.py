@@ -103,17 +103,21 @@ def main(argv=None):
     for name, path in zip(names, models):
         result["models"][name] = {"path": path, **summary(model_draws(path, args, a.draws))}
         print(name, json.dumps({k: v for k, v in result["models"][name].items() if k != "draws"}), flush=True)
-    out = Path(a.out)
+    write(result, Path(a.out))
+
+
+def write(result: dict, out: Path) -> None:
+    """OUT.json, OUT.md and OUT.png of one result."""
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps(result, indent=1))
-    nt = result["no_tool"]
+    nt, first, n = result["no_tool"], result["first"], result["episodes"]
     lines = [f"`{result['command']}`", "",
-             f"Validation episodes {a.first}-{a.first + a.episodes - 1}, the default run's evaluation (T = 0.6, gated "
-             f"K), {a.draws} generation draws per model; draw 0 is the trainer's own. One episode is "
-             f"{1 / a.episodes:.3f} of accuracy.", "",
+             f"Validation episodes {first}-{first + n - 1}, the default run's evaluation (T = 0.6, gated "
+             f"K), {result['draws']} generation draws per model; draw 0 is the trainer's own. One episode is "
+             f"{1 / n:.3f} of accuracy.", "",
              "| model | the trainer's draw | mean | sd | min | max |", "|---|---|---|---|---|---|"]
-    lines += [f"| {n} | {m['first_draw']:.3f} | {m['mean']:.3f} | {m['sd']:.3f} | {m['min']:.3f} | {m['max']:.3f} |"
-              for n, m in result["models"].items()]
+    lines += [f"| {name} | {m['first_draw']:.3f} | {m['mean']:.3f} | {m['sd']:.3f} | {m['min']:.3f} | {m['max']:.3f} |"
+              for name, m in result["models"].items()]
     lines += [f"| no-tool scripted agent (guess draws) | {nt['accuracy']:.3f} | {nt['accuracy_expected']:.3f} | "
               f"{nt['accuracy_sd']:.3f} | | |"]
     Path(f"{out}.md").write_text("\n".join(lines) + "\n")
