@@ -31,10 +31,11 @@ from trainers.core import Dist, evaluation_records, load_policy, resolve_model  
 from trainers.rollouts import make_env  # noqa: E402
 
 
-def model_draws(path: str, args, draws: int) -> list[float]:
+def model_draws(path: str, args, draws: int, device: str = "cpu") -> list[float]:
     """Accuracy (share answered right, as the trainer counts) of each of `draws` evaluations of `path`."""
     args = dataclasses.replace(args, model=path)
-    policy = load_policy(resolve_model(args), torch.device("cpu"))
+    policy = load_policy(resolve_model(args), torch.device(device),
+                         generation_cache="graph" if device.startswith("cuda") else "dynamic")
     policy.model.eval()
     envs = [make_env(args, "validation", policy) for _ in range(min(args.eval_episodes, 32))]
     out = []
@@ -87,6 +88,7 @@ def main(argv=None):
     p.add_argument("--episodes", type=int, default=24)
     p.add_argument("--draws", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (a GPU samples other texts than a CPU does)")
     p.add_argument("--out", required=True, help="OUT.json, OUT.md and OUT.png are written")
     a = p.parse_args(argv)
     models = a.models.split(",")
@@ -98,10 +100,11 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     args = dataclasses.replace(Args(), eval_first_episode=a.first, eval_episodes=a.episodes)
     result = {"command": shlex.join(["python", *sys.argv]), "first": a.first, "episodes": a.episodes, "draws": a.draws,
+              "device": a.device,
               "no_tool": no_tool_accuracy(a.first, a.episodes, eval_env_settings(dataclasses.asdict(args))),
               "models": {}}
     for name, path in zip(names, models):
-        result["models"][name] = {"path": path, **summary(model_draws(path, args, a.draws))}
+        result["models"][name] = {"path": path, **summary(model_draws(path, args, a.draws, a.device))}
         print(name, json.dumps({k: v for k, v in result["models"][name].items() if k != "draws"}), flush=True)
     write(result, Path(a.out))
 
