@@ -71,8 +71,8 @@ def plot(result: dict, path: Path) -> bool:
     ax.axhline(nt["accuracy"], color="grey", linestyle=":", label="no-tool agent, the draw the trainer reports")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("accuracy")
-    ax.set_title(f"validation episodes {result['first']}-{result['first'] + result['episodes'] - 1}, "
-                 f"{result['draws']} generation draws")
+    ax.set_title(f"validation episodes {result['first']}-{result['first'] + result['episodes'] - 1},"
+                 f"\n{result['draws']} generation draws", fontsize=10)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -550,3 +550,32 @@ def test_default_run_seeds_evaluates_each_run_before_and_after(tiny_dir, tmp_pat
         parse_configs("a:|a:--learning-rate 0")
     with pytest.raises(SystemExit, match="plain name"):
         parse_configs(":--learning-rate 0")
+
+
+def test_eval_draws_first_draw_is_the_trainers_evaluation(tmp_path):
+    """benchmarks/eval_draws.py: draw 0 is the accuracy the trainer's own evaluation gives on those episodes (the
+    default run's settings, the shipped strong cold start); the no-tool agent's draws are the ones
+    default_run_seeds reports for the same episodes; JSON, markdown and PNG are written."""
+    import dataclasses
+    import json
+
+    import torch
+
+    from agents.lmm.default import default_checkpoint
+    from benchmarks.default_run_seeds import eval_env_settings, no_tool_accuracy
+    from benchmarks.eval_draws import main
+    from trainers import core
+    from trainers.para_grpo import Args
+
+    model = str(default_checkpoint("strong"))
+    out = tmp_path / "d"
+    main(["--models", model, "--names", "v", "--first", "3", "--episodes", "4", "--draws", "2", "--out", str(out)])
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert (tmp_path / "d.md").read_text().count("| v |") == 1 and (tmp_path / "d.png").exists()
+    args = dataclasses.replace(Args(), model=model, eval_first_episode=3, eval_episodes=4)
+    policy = core.load_policy(model, torch.device("cpu"))
+    envs = [core.make_env(args, "validation", policy) for _ in range(4)]
+    trainer = core.evaluate(policy, envs, args, core.Dist())["accuracy"]
+    row = result["models"]["v"]
+    assert row["first_draw"] == pytest.approx(trainer) and len(row["draws"]) == 2
+    assert result["no_tool"] == no_tool_accuracy(3, 4, eval_env_settings(dataclasses.asdict(args)))
