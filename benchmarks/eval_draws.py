@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from default_run_seeds import eval_env_settings, no_tool_accuracy  # noqa: E402
 from para_grpo import Args  # noqa: E402
-from trainers.core import Dist, evaluation_records, load_policy, resolve_model  # noqa: E402
+from trainers.core import Dist, evaluation_records, load_policy, parse_args, resolve_model  # noqa: E402
 from trainers.rollouts import make_env  # noqa: E402
 
 
@@ -89,6 +89,8 @@ def main(argv=None):
     p.add_argument("--draws", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu or cuda (a GPU samples other texts than a CPU does)")
+    p.add_argument("--trainer-args", default="", help="trainer flags that change the evaluation, quoted, e.g. "
+                   "\"--subagent-max-new-tokens 128\" (default: the default run's)")
     p.add_argument("--out", required=True, help="OUT.json, OUT.md and OUT.png are written")
     a = p.parse_args(argv)
     models = a.models.split(",")
@@ -98,9 +100,10 @@ def main(argv=None):
     if a.draws < 1 or a.episodes < 1:
         p.error("--draws and --episodes must be >= 1")
     torch.set_num_threads(a.threads)
-    args = dataclasses.replace(Args(), eval_first_episode=a.first, eval_episodes=a.episodes)
+    args = dataclasses.replace(parse_args(Args, shlex.split(a.trainer_args)), eval_first_episode=a.first,
+                               eval_episodes=a.episodes)
     result = {"command": shlex.join(["python", *sys.argv]), "first": a.first, "episodes": a.episodes, "draws": a.draws,
-              "device": a.device,
+              "device": a.device, "trainer_args": a.trainer_args,
               "no_tool": no_tool_accuracy(a.first, a.episodes, eval_env_settings(dataclasses.asdict(args))),
               "models": {}}
     for name, path in zip(names, models):
