@@ -132,7 +132,8 @@ def main():
     policy = load_policy(model_path, device, generation_cache="graph" if device.type == "cuda" else "dynamic")
     policy.model.eval()
     report = {"args": vars(a), "model": model_path}
-    start_eval = a.eval_episodes and not a.no_start_eval and {f"T{t:g}": evaluate(policy, args, 0, a.eval_episodes, t) for t in (0.6, 0.0)}
+    start_eval = a.eval_episodes and not a.no_start_eval and {
+        f"T{t:g}": evaluate(policy, args, 0, a.eval_episodes, t) for t in (0.6, 0.0)}
     if start_eval:
         report["start_eval"] = start_eval
         print("start", json.dumps(start_eval), flush=True)
