@@ -20,14 +20,11 @@ from statistics import fmean, pstdev
 import torch
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "trainers"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from default_run_seeds import eval_env_settings, no_tool_accuracy  # noqa: E402
-from para_grpo import Args  # noqa: E402
-from trainers.core import Dist, evaluation_records, load_policy, parse_args, resolve_model  # noqa: E402
+from benchmarks.default_run_seeds import eval_env_settings, no_tool_accuracy  # noqa: E402
+from trainers.core import EVAL_POOL, Dist, evaluation_records, load_policy, parse_args, resolve_model  # noqa: E402
+from trainers.para_grpo import Args  # noqa: E402
 from trainers.rollouts import make_env  # noqa: E402
 
 
@@ -37,7 +34,7 @@ def model_draws(path: str, args, draws: int, device: str = "cpu") -> list[float]
     policy = load_policy(resolve_model(args), torch.device(device),
                          generation_cache="graph" if device.startswith("cuda") else "dynamic")
     policy.model.eval()
-    envs = [make_env(args, "validation", policy) for _ in range(min(args.eval_episodes, 32))]
+    envs = [make_env(args, "validation", policy) for _ in range(min(args.eval_episodes, EVAL_POOL))]
     out = []
     with torch.no_grad():
         for d in tqdm(range(draws), desc=Path(path).name, leave=False):

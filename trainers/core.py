@@ -667,6 +667,11 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
     return episode_stats(gather_records(rows, dist), per_family=True)
 
 
+# Evaluation plays its episodes this many at a time. Each batch's generation seed derives from its start index,
+# so anything meant to repeat the trainer's evaluation draw for draw must batch the same way.
+EVAL_POOL = 32
+
+
 def play_episodes(policy, env_pool: list, args, episodes: Sequence[int], *, temperature: float,
                   sub_temperature: float | None, seed: int = 10_000, rank: int = 0, draw: int = 0):
     """Play episodes (indices; episode i reset with seed + i) one env pool at a time with the trainer's rollout
@@ -955,7 +960,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     train_kw = dict(reward_fns=reward_fns, **({"dataset": train_ds} if train_ds is not None else {}))
     eval_kw = dict(reward_fns=reward_fns, **({"dataset": eval_ds} if eval_ds is not None else {}))
     train_envs = [make_env(args, "train", policy, **train_kw) for _ in range(n_env)]
-    n_eval = min(max(args.eval_episodes, 1), 32) if args.eval_every else 0
+    n_eval = min(max(args.eval_episodes, 1), EVAL_POOL) if args.eval_every else 0
     eval_envs = [make_env(args, "validation", policy, **eval_kw) for _ in range(n_eval)]
     no_tool_envs = ([make_env(args, "validation", policy, tools=False, **eval_kw) for _ in range(n_eval)]
                     if args.eval_without_tools else [])

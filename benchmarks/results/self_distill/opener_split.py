@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from para_grpo import Args  # noqa: E402
 from self_distill import native_opener_ids, scores, turn_openers  # noqa: E402
-from trainers.core import load_policy, play_episodes, resolve_model  # noqa: E402
+from trainers.core import EVAL_POOL, load_policy, play_episodes, resolve_model  # noqa: E402
 from trainers.rollouts import episode_record, make_env  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def split(path: str, episodes: int, threads: int) -> dict:
     policy = load_policy(resolve_model(args), torch.device("cpu"))
     policy.model.eval()
     native_ids = native_opener_ids(policy.tokenizer)
-    envs = [make_env(args, "validation", policy) for _ in range(min(episodes, 32))]
+    envs = [make_env(args, "validation", policy) for _ in range(min(episodes, EVAL_POOL))]
     kinds, correct, fmt, mass = [], [], [], []
     with torch.no_grad():
         for _, rs in play_episodes(policy, envs, args, range(episodes), temperature=args.eval_temperature,
