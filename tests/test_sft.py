@@ -190,6 +190,31 @@ def test_render_turn_dialects():
     assert '"start_time": 3, "end_time": 9' in t and parse_turn(t).tool_calls[0].syntax == "json"
 
 
+def test_revoice_native_keeps_the_content_and_changes_the_dialect():
+    from agents.lmm.corpus import NATIVE_THINK_SPREAD, revoice_native
+    rng = np.random.default_rng(0)
+    tool = render_turn("paravt", f"{THINK_TOOL} The cave scene in the overview: red star.",
+                       windows=[(0.0, 150.0), (150.0, 392.5)])
+    native = revoice_native(tool, "tool", rng, close_think_p=0.0)
+    p, q = parse_turn(tool), parse_turn(native)
+    assert [c.arguments for c in q.tool_calls] == [c.arguments for c in p.tool_calls]
+    assert all(c.syntax != "json" for c in q.tool_calls) and "</think>" not in native
+    line = native.removeprefix("<think>\n")
+    opener = next(o for o in NATIVE_THINK_SPREAD["tool"] if line.startswith(o))
+    assert line[len(opener):].split("\n")[0] == " The cave scene in the overview: red star."  # the fixed line gives way
+    answer = revoice_native(render_turn("paravt", "A. red star: yes.", answer="A"), "answer_after_tool", rng,
+                            close_think_p=1.0)
+    assert answer.endswith("</think>\nAnswer: A") and "A. red star: yes." in answer
+    zoom = revoice_native(render_turn("paravt", "I need a closer look during the cave scene (1.0-9.0 s).",
+                                      windows=[(1.0, 9.0)]), "tool", rng)
+    assert "I need a closer look during the cave scene (1.0-9.0 s)." in zoom  # only the fixed line is replaced
+    for broken in ("<think>\nlook", render_turn("paravt", "look", windows=[(1.0, 2.0)]) + "<answer>A</answer>",
+                   '<think>\nlook\n</think>\n<tool_call>{"name": "crop_video", "arguments": {}}</tool_call>'):
+        assert revoice_native(broken, "tool", rng) is None
+    with pytest.raises(ValueError, match="decision"):
+        revoice_native(tool, "call", rng)
+
+
 def test_native_share_writes_each_format_marker_natively_with_that_probability():
     """--stage2-native-share: each marker (</think>, each call's wrapper, the answer's) is native with
     probability p, independently; p = 0 draws nothing from the rng and renders the plain ParaVT turn."""

@@ -690,6 +690,34 @@ def render_turn(dialect: str, think: str, windows=None, answer: str | None = Non
     raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
 
 
+FIXED_THINK = {"tool": THINK_TOOL, "answer_after_tool": THINK_AFTER_TOOL, "direct": THINK_DIRECT}
+
+
+def revoice_native(text: str, decision: str, rng: np.random.Generator, close_think_p: float = 0.3) -> str | None:
+    """A ParaVT-dialect assistant turn (``<think>`` included) said again in the native dialect, as
+    :func:`play_episode` voices a ``native_think="spread"`` turn: a :data:`NATIVE_THINK_SPREAD` opener for
+    ``decision`` in place of the fixed think line (any other line is kept after the opener), ``<tool_code>``
+    calls, ``Answer: X``. The same content in the other dialect, so a fine-tune on right conversations can keep
+    the native opener's share without teaching the native dialect worse content. None where the turn is not a
+    whole ParaVT turn (an unclosed think, a call that does not parse, neither calls nor an answer)."""
+    if decision not in FIXED_THINK:
+        raise ValueError(f"decision must be one of {tuple(FIXED_THINK)}, not {decision!r}")
+    p = parse_turn(text)
+    calls = [c for c in p.tool_calls if c.parseable]
+    if not p.think_closed or len(calls) != len(p.tool_calls) or bool(calls) == (p.answer is not None):
+        return None
+    try:
+        windows = [(float(c.arguments["start_time"]), float(c.arguments["end_time"])) for c in calls]
+    except (KeyError, TypeError, ValueError):
+        return None
+    body = p.think.strip()
+    fixed = FIXED_THINK[decision]
+    rest = body[len(fixed):].strip() if body.startswith(fixed) else body
+    opener = str(rng.choice(NATIVE_THINK_SPREAD[decision]))
+    return render_turn("native", f"{opener} {rest}".strip(), windows=windows or None, answer=p.answer, rng=rng,
+                       close_think_p=close_think_p)
+
+
 def _decision(agent_text: str):
     """(windows, answer) of a scripted agent's ParaVT-format turn."""
     p = parse_turn(agent_text)

@@ -28,7 +28,8 @@ from para_grpo import Args  # noqa: E402
 from trainers.core import (Dist, evaluation_records, load_policy, play_episodes, resolve_model,  # noqa: E402
                            starting_build_record)
 from trainers.rollouts import episode_record, episode_stats, make_env  # noqa: E402
-from agents.lmm.corpus import NATIVE_OPENERS  # noqa: E402
+from agents.lmm.corpus import NATIVE_OPENERS, revoice_native  # noqa: E402
+from agents.lmm.policy import DEFAULT_PREFIX  # noqa: E402
 from agents.lmm.tokenizer import SPECIAL_TOKENS, STRUCTURAL_TAGS  # noqa: E402
 
 PIN_T = 0.7
@@ -44,6 +45,45 @@ def native_opener_ids(tokenizer) -> list[int]:
     """The first token of every native-dialect think opener the cold starts were taught."""
     return sorted({tokenizer.encode(line, add_special_tokens=False)[0] for style in NATIVE_OPENERS.values()
                    for lines in style.values() for line in lines})
+
+
+def generated_spans(generated_mask) -> list[tuple[int, int]]:
+    """(start, end) of each run of generated tokens: one per assistant turn."""
+    spans, start = [], None
+    for i, g in enumerate(list(generated_mask) + [False]):
+        if g and start is None:
+            start = i
+        elif not g and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def revoice_conversation(conv, tokenizer, rng: np.random.Generator):
+    """`conv` with every assistant turn said again in the native dialect (``corpus.revoice_native``), the prompt,
+    frames and tool responses unchanged; None where a turn is not a whole ParaVT turn. The think prefix is forced,
+    so each generated span is the turn after it; a closing ``<|im_end|>`` the model wrote is kept."""
+    end = "<|im_end|>"
+    ids, mask, logprobs, cut, calls_before = [], [], [], 0, 0
+    for a, b in generated_spans(conv.generated_mask):
+        text = tokenizer.decode(conv.token_ids[a:b], skip_special_tokens=False)
+        closed = text.endswith(end)
+        body = text[: -len(end)] if closed else text
+        has_calls = "<tool_call>" in body
+        decision = "tool" if has_calls else "answer_after_tool" if calls_before else "direct"
+        native = revoice_native(DEFAULT_PREFIX + body, decision, rng)
+        if native is None or not native.startswith(DEFAULT_PREFIX):
+            return None
+        new = tokenizer.encode(native[len(DEFAULT_PREFIX):] + (end if closed else ""), add_special_tokens=False)
+        ids += conv.token_ids[cut:a] + new
+        mask += conv.generated_mask[cut:a] + [True] * len(new)
+        logprobs += conv.logprobs[cut:a] + [0.0] * len(new)
+        cut, calls_before = b, calls_before + has_calls
+    out = conv.copy()
+    out.token_ids = ids + conv.token_ids[cut:]
+    out.generated_mask = mask + conv.generated_mask[cut:]
+    out.logprobs = logprobs + conv.logprobs[cut:]
+    return out
 
 
 def scores(policy, convs, native_ids) -> list[dict]:
@@ -117,6 +157,13 @@ def main():
                    "PIN weighs a squared-error term that holds the log-prob (at T = 0.7) of every tag the conversations "
                    "wrote where the start model had it, meant to keep the start model's fragile format under sampling (it did not: "
                    "README.md beside this file)")
+    p.add_argument("--native-revoice", type=float, default=0.0,
+                   help="share of the kept conversations said again wholly in the native dialect (same calls and answers, "
+                   "a native opener per turn): the native openers keep their share while the content sharpens in both "
+                   "dialects")
+    p.add_argument("--revoice-mode", choices=("replace", "add"), default="replace",
+                   help="'replace': a re-voiced conversation takes the ParaVT one's place; 'add': it is trained beside it, so "
+                   "the ParaVT content keeps every kept conversation")
     p.add_argument("--batch", type=int, default=16, help="conversations per step")
     p.add_argument("--eval-episodes", type=int, default=120)
     p.add_argument("--no-start-eval", action="store_true", help="skip evaluating the starting checkpoint")
@@ -140,6 +187,12 @@ def main():
     t0 = time.perf_counter()
     rs = play(policy, args, "train", a.first, a.episodes, a.pool, a.temperature, seed=20_000 + a.seed)
     kept = [r.conv for r in rs if a.keep == "all" or r.info.get("correct")]
+    if a.native_revoice:
+        revoice_rng = np.random.default_rng(a.seed)
+        voiced = [revoice_conversation(c, policy.tokenizer, revoice_rng) if revoice_rng.random() < a.native_revoice
+                  else None for c in kept]
+        kept = ([v or c for v, c in zip(voiced, kept)] if a.revoice_mode == "replace"
+                else kept + [v for v in voiced if v is not None])
     report["play"] = {"episodes": len(rs), "kept": len(kept), "seconds": time.perf_counter() - t0,
                       **episode_stats([episode_record(r) for r in rs],
                                       per_family=True)}
@@ -157,6 +210,7 @@ def main():
                                    for t, g, o in zip(c.token_ids, c.generated_mask, op)]),
                      torch.tensor(op), torch.tensor([o and t not in native_ids for t, o in zip(c.token_ids, op)]),
                      torch.tensor([g and t in tag_ids for t, g in zip(c.token_ids, c.generated_mask)])))
+    report["play"]["revoiced"] = sum(v is not None for v in voiced) if a.native_revoice else 0
     report["play"]["kept_native_opened"] = sum(
         c.token_ids[turn_openers(c.generated_mask).index(True)] in native_ids for c in kept)
     with torch.no_grad():  # the start model's tag log-probs and native opener mass at the prior benchmark's T = 0.7

@@ -1,0 +1,35 @@
+#!/bin/bash
+# One device call: self_distill.py --native-revoice S --revoice-mode add at two shares side by side on one GPU, then per
+# variant the prior benchmark's strong rows, benchmarks/perception.py, the evaluation's draws on episodes 0-23 (GPU) and
+# the README's default run from it on the device's CPU (one core each, as `python trainers/para_grpo.py --model DIR`).
+# run(command="bash benchmarks/results/self_distill/revoice/gpu_revoice_add.sh", carry=[".whl"])
+. benchmarks/results/presence/device_lib.sh && install_carried_wheels
+SHARES=${SHARES:-"1.0 0.6"}
+for s in $SHARES; do
+  timeout "${DEADLINE_S:-300}" python3 benchmarks/results/self_distill/self_distill.py --out "/tmp/ra$s" --device cuda \
+    --episodes 2048 --pool 256 --variants "${VARIANTS:-1e-4:400:0}" --batch 32 --eval-episodes 120 \
+    --native-revoice "$s" --revoice-mode add --no-start-eval 2>&1 \
+    | grep -v -E "Loading weights|Writing model|played|step [0-9]+/" > "$OUT/log_add$s.txt" &
+done
+wait
+for s in $SHARES; do
+  for d in /tmp/ra$s/*/; do
+    [ -d "$d/cold_start" ] || continue
+    n=ra${s}_$(basename "$d")
+    tar czf "$OUT/$n.tgz" -C "$d" cold_start
+    timeout 100 python3 benchmarks/prior.py --strong "$d/cold_start" --only strong \
+      --settings greedy/K,t0.7/K --episodes 96 --device cuda --agreement-crops 0 --out "/tmp/prior_$n" > "/tmp/prior_$n.log" 2>&1 &
+    timeout 200 python3 benchmarks/perception.py --checkpoint "$d/cold_start" --json "/tmp/perc_$n.json" \
+      --frames 200 --crops 200 --env-default-crops 64 --visible 40 --tool-episodes 48 --device cuda > "/tmp/perc_$n.log" 2>&1 &
+    ( OMP_NUM_THREADS=1 timeout 270 python3 trainers/para_grpo.py --model "$d/cold_start" --device cpu --runs-dir /tmp/runs \
+      --run-name "$n" > "/tmp/readme_$n.log" 2>&1 ) &
+    MODELS="${MODELS:+$MODELS,}$d/cold_start"; NAMES="${NAMES:+$NAMES,}$n"
+  done
+done
+python3 benchmarks/eval_draws.py --models "$MODELS" --names "$NAMES" --episodes 24 --draws "${DRAWS:-12}" --device cuda \
+  --out /tmp/draws 2>&1 | grep -v -E "Loading|it/s|s/it" | tail -8 > "$OUT/draws.txt"
+wait
+for f in /tmp/prior_ra*.md; do echo "== $f"; grep -E "^\| strong" "$f"; done > "$OUT/prior.txt" 2>&1
+for f in /tmp/perc_ra*.log; do echo "== $f"; tail -14 "$f"; done > "$OUT/perception.txt" 2>&1
+for f in /tmp/readme_ra*.log; do echo "== $f"; grep -E "step 12 of|eval at|train \(mean" "$f" || tail -3 "$f"; done > "$OUT/readme.txt" 2>&1
+ls -la "$OUT"
