@@ -3,11 +3,13 @@
 # variant the prior benchmark's strong rows, benchmarks/perception.py, the evaluation's draws on episodes 0-23 (GPU) and
 # the README's default run from it on the device's CPU (one core each, as `python trainers/para_grpo.py --model DIR`).
 # run(command="bash benchmarks/results/self_distill/revoice/gpu_revoice_add.sh", carry=[".whl"])
+# As run (twenty-sixth session, with little device time left): SHARES=1.0 VARIANTS=1e-4:500:0 PERCEPTION=0 README=0
+# EVAL_EPISODES=0 DRAWS=8; perception, the 0-119 evaluation and the README run then ran on this CPU.
 . benchmarks/results/presence/device_lib.sh && install_carried_wheels
 SHARES=${SHARES:-"1.0 0.6"}
 for s in $SHARES; do
   timeout "${DEADLINE_S:-300}" python3 benchmarks/results/self_distill/self_distill.py --out "/tmp/ra$s" --device cuda \
-    --episodes 2048 --pool 256 --variants "${VARIANTS:-1e-4:400:0}" --batch 32 --eval-episodes 120 \
+    --episodes 2048 --pool 256 --variants "${VARIANTS:-1e-4:400:0}" --batch 32 --eval-episodes "${EVAL_EPISODES:-120}" \
     --native-revoice "$s" --revoice-mode add --no-start-eval 2>&1 \
     | grep -v -E "Loading weights|Writing model|played|step [0-9]+/" > "$OUT/log_add$s.txt" &
 done
@@ -19,9 +21,9 @@ for s in $SHARES; do
     tar czf "$OUT/$n.tgz" -C "$d" cold_start
     timeout 100 python3 benchmarks/prior.py --strong "$d/cold_start" --only strong \
       --settings greedy/K,t0.7/K --episodes 96 --device cuda --agreement-crops 0 --out "/tmp/prior_$n" > "/tmp/prior_$n.log" 2>&1 &
-    timeout 200 python3 benchmarks/perception.py --checkpoint "$d/cold_start" --json "/tmp/perc_$n.json" \
+    [ "${PERCEPTION:-1}" = 1 ] && timeout 200 python3 benchmarks/perception.py --checkpoint "$d/cold_start" --json "/tmp/perc_$n.json" \
       --frames 200 --crops 200 --env-default-crops 64 --visible 40 --tool-episodes 48 --device cuda > "/tmp/perc_$n.log" 2>&1 &
-    ( OMP_NUM_THREADS=1 timeout 270 python3 trainers/para_grpo.py --model "$d/cold_start" --device cpu --runs-dir /tmp/runs \
+    [ "${README:-1}" = 1 ] && ( OMP_NUM_THREADS=1 timeout 270 python3 trainers/para_grpo.py --model "$d/cold_start" --device cpu --runs-dir /tmp/runs \
       --run-name "$n" > "/tmp/readme_$n.log" 2>&1 ) &
     MODELS="${MODELS:+$MODELS,}$d/cold_start"; NAMES="${NAMES:+$NAMES,}$n"
   done
