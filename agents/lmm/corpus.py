@@ -155,6 +155,7 @@ def _evidence_frames(env) -> list[float]:
 THINK_TOOL = "I need a closer look."
 THINK_DIRECT = "The overview is enough."
 THINK_AFTER_TOOL = "The crops answer it."
+FIXED_THINK = {"tool": THINK_TOOL, "answer_after_tool": THINK_AFTER_TOOL, "direct": THINK_DIRECT}  # by decision
 # A second tool turn (the ``zoom`` agent's) names the scene it looks for: the question's words, which the
 # calls that follow then find in the first responses to copy that scene's times.
 THINK_ZOOM = "I need a closer look during the {scene} scene."
@@ -207,11 +208,7 @@ NATIVE_OPENERS = {"varied": NATIVE_THINK, "spread": NATIVE_THINK_SPREAD}
 
 def _think_body(agent, env, kind: str, windows=None, answer=None) -> str:
     """The think line of a turn: fixed per decision (``tool``, ``direct``, ``answer_after_tool``)."""
-    if kind == "tool":
-        return THINK_TOOL
-    if kind == "answer_after_tool":
-        return THINK_AFTER_TOOL
-    return THINK_DIRECT
+    return FIXED_THINK.get(kind, THINK_DIRECT)
 
 
 def restated_options(question) -> str:
@@ -688,9 +685,6 @@ def render_turn(dialect: str, think: str, windows=None, answer: str | None = Non
             return head + "".join(native_call(a, b) for a, b in windows)
         return head + f"Answer: {answer}"
     raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
-
-
-FIXED_THINK = {"tool": THINK_TOOL, "answer_after_tool": THINK_AFTER_TOOL, "direct": THINK_DIRECT}
 
 
 def revoice_native(text: str, decision: str, rng: np.random.Generator, close_think_p: float = 0.3) -> str | None:
