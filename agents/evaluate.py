@@ -69,6 +69,8 @@ def evaluate(agent_name: str, episodes: int, seed: int = 0, first_episode: int =
         "format_reward": float(np.mean([r["format"] for r in rows])),
         "tool_calls_per_episode": float(np.mean([r["tool_calls"] for r in rows])),
         "reward": float(np.mean([r["reward"] for r in rows])),
+        "correct_per_episode": [bool(r["correct"]) for r in rows],
+        "family_per_episode": [r["family"] for r in rows],
         "wall_seconds": wall,
     }
 

@@ -66,20 +66,23 @@ def parse_seeds(text: str) -> list[int]:
 
 
 @functools.lru_cache(maxsize=None)
-def no_tool_accuracy(first: int, episodes: int, env_settings: tuple) -> dict[str, float]:
+def no_tool_accuracy(first: int, episodes: int, env_settings: tuple) -> dict:
     """The no-tool scripted agent on the episodes the trainer evaluated (episode i: seed 10000 + i), in the
     environment its run evaluated in, counted as the trainer counts (share answered right).
 
     Where the overview does not show the evidence the agent guesses, so one evaluation is one draw of its guesses:
     "accuracy" is the draw with guess seed 10000 (what this file reported before), "accuracy_expected" the mean
-    over GUESS_SEEDS guess seeds (what the agent scores on these episodes on average) and "accuracy_sd" their spread."""
+    over GUESS_SEEDS guess seeds (what the agent scores on these episodes on average) and "accuracy_sd" their spread;
+    "expected_per_episode" is each episode's share of those seeds answered right, in episode order."""
     from agents.evaluate import evaluate
 
     draws = [evaluate("no_tool", episodes, 10_000, first, agent_seed=10_000 + g, **dict(env_settings))
              for g in range(GUESS_SEEDS)]
     shares = [d["correct"] for d in draws]
+    per_episode = [fmean(d["correct_per_episode"][i] for d in draws) for i in range(episodes)]
     return {"accuracy": shares[0], "accuracy_expected": fmean(shares), "accuracy_sd": pstdev(shares),
-            **{f"accuracy/{f}": v for f, v in draws[0]["correct_per_family"].items()}}
+            **{f"accuracy/{f}": v for f, v in draws[0]["correct_per_family"].items()},
+            "expected_per_episode": per_episode, "family_per_episode": draws[0]["family_per_episode"]}
 
 
 def eval_env_settings(run_args: dict) -> tuple:

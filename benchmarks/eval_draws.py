@@ -3,7 +3,8 @@
 The trainer evaluates each episode with one sampled rollout (T = 0.6), so its accuracy on 24 episodes is one draw.
 This plays the same episodes (same videos, same gated K) `--draws` times with other generation seeds and reports the
 mean and spread, beside the no-tool scripted agent's draws of its guesses on the same episodes
-(`default_run_seeds.no_tool_accuracy`). Draw 0 is exactly the trainer's evaluation.
+(`default_run_seeds.no_tool_accuracy`), and where the difference sits: each family's and (up to 48 episodes) each
+episode's share of draws answered right, beside the no-tool agent's. Draw 0 is exactly the trainer's evaluation.
 
     python benchmarks/eval_draws.py --models agents/lmm/checkpoints/tiny-strong/cold_start,runs/para_grpo__s1/final_model \\
         --names v15,after --episodes 24 --draws 16 --out benchmarks/results/eval_draws/readme24
@@ -28,8 +29,9 @@ from trainers.para_grpo import Args  # noqa: E402
 from trainers.rollouts import make_env  # noqa: E402
 
 
-def model_draws(path: str, args, draws: int, device: str = "cpu") -> list[float]:
-    """Accuracy (share answered right, as the trainer counts) of each of `draws` evaluations of `path`."""
+def model_draws(path: str, args, draws: int, device: str = "cpu") -> list[list[bool]]:
+    """Whether each episode was answered right (as the trainer counts), in episode order, in each of `draws`
+    evaluations of `path`."""
     args = dataclasses.replace(args, model=path)
     policy = load_policy(resolve_model(args), torch.device(device),
                          generation_cache="graph" if device.startswith("cuda") else "dynamic")
@@ -39,13 +41,23 @@ def model_draws(path: str, args, draws: int, device: str = "cpu") -> list[float]
     with torch.no_grad():
         for d in tqdm(range(draws), desc=Path(path).name, leave=False):
             rows = evaluation_records(policy, envs, args, Dist(), draw=d)
-            out.append(fmean(float(r["correct"]) for r in rows))
+            out.append([bool(r["correct"]) for r in sorted(rows, key=lambda r: r["episode"])])
     return out
 
 
-def summary(values: list[float]) -> dict:
+def summary(correct: list[list[bool]]) -> dict:
+    """Per draw its accuracy; per episode its share of draws answered right."""
+    values = [fmean(draw) for draw in correct]
     return {"first_draw": values[0], "mean": fmean(values), "sd": pstdev(values), "min": min(values),
-            "max": max(values), "draws": values}
+            "max": max(values), "draws": values, "per_episode": [fmean(ep) for ep in zip(*correct)]}
+
+
+def by_family(per_episode: list[float], families: list[str]) -> dict[str, float]:
+    """Mean of per-episode shares within each family."""
+    groups: dict[str, list[float]] = {}
+    for share, family in zip(per_episode, families):
+        groups.setdefault(family, []).append(share)
+    return {f: fmean(v) for f, v in sorted(groups.items())}
 
 
 def plot(result: dict, path: Path) -> bool:
@@ -105,7 +117,8 @@ def main(argv=None):
               "models": {}}
     for name, path in zip(names, models):
         result["models"][name] = {"path": path, **summary(model_draws(path, args, a.draws, a.device))}
-        print(name, json.dumps({k: v for k, v in result["models"][name].items() if k != "draws"}), flush=True)
+        print(name, json.dumps({k: v for k, v in result["models"][name].items() if k not in ("draws", "per_episode")}),
+              flush=True)
     write(result, Path(a.out))
 
 
@@ -123,6 +136,20 @@ def write(result: dict, out: Path) -> None:
               for name, m in result["models"].items()]
     lines += [f"| no-tool scripted agent (guess draws) | {nt['accuracy']:.3f} | {nt['accuracy_expected']:.3f} | "
               f"{nt['accuracy_sd']:.3f} | | |"]
+    families = nt["family_per_episode"]
+    names = list(result["models"])
+    per_family = {name: by_family(m["per_episode"], families) for name, m in result["models"].items()}
+    no_tool = by_family(nt["expected_per_episode"], families)
+    lines += ["", "Per family: mean over draws (the no-tool agent: over its guess draws); in brackets, episodes.", "",
+              "| family | " + " | ".join(names) + " | no-tool agent |", "|---|" + "---|" * (len(names) + 1)]
+    lines += [f"| {f} ({families.count(f)}) | " + " | ".join(f"{per_family[name][f]:.2f}" for name in names)
+              + f" | {no_tool[f]:.2f} |" for f in no_tool]
+    if n <= 48:
+        lines += ["", "Per episode: share of draws answered right.", "",
+                  "| episode | family | " + " | ".join(names) + " | no-tool agent |", "|---|---|" + "---|" * (len(names) + 1)]
+        lines += [f"| {first + i} | {families[i]} | " + " | ".join(f"{result['models'][name]['per_episode'][i]:.2f}"
+                                                               for name in names)
+                  + f" | {nt['expected_per_episode'][i]:.2f} |" for i in range(n)]
     Path(f"{out}.md").write_text("\n".join(lines) + "\n")
     plot(result, Path(f"{out}.png"))
     print("\n".join(lines))

@@ -571,11 +571,19 @@ def test_eval_draws_first_draw_is_the_trainers_evaluation(tmp_path):
     out = tmp_path / "d"
     main(["--models", model, "--names", "v", "--first", "3", "--episodes", "4", "--draws", "2", "--out", str(out)])
     result = json.loads((tmp_path / "d.json").read_text())
-    assert (tmp_path / "d.md").read_text().count("| v |") == 1 and (tmp_path / "d.png").exists()
+    rows = [line for line in (tmp_path / "d.md").read_text().splitlines() if line.startswith("| v |")]
+    assert len(rows) == 1 and (tmp_path / "d.png").exists()
     args = dataclasses.replace(Args(), model=model, eval_first_episode=3, eval_episodes=4)
     policy = core.load_policy(model, torch.device("cpu"))
     envs = [core.make_env(args, "validation", policy) for _ in range(4)]
     trainer = core.evaluate(policy, envs, args, core.Dist())["accuracy"]
     row = result["models"]["v"]
     assert row["first_draw"] == pytest.approx(trainer) and len(row["draws"]) == 2
-    assert result["no_tool"] == no_tool_accuracy(3, 4, eval_env_settings(dataclasses.asdict(args)))
+    # the per-episode shares are the draws seen the other way round: their mean is the mean accuracy
+    assert len(row["per_episode"]) == 4 and sum(row["per_episode"]) / 4 == pytest.approx(row["mean"])
+    assert set(row["per_episode"]) <= {0.0, 0.5, 1.0}
+    no_tool = no_tool_accuracy(3, 4, eval_env_settings(dataclasses.asdict(args)))
+    assert json.loads(json.dumps(no_tool)) == result["no_tool"]
+    assert sum(no_tool["expected_per_episode"]) / 4 == pytest.approx(no_tool["accuracy_expected"])
+    md = (tmp_path / "d.md").read_text()
+    assert "| episode | family | v | no-tool agent |" in md and all(f"| {i} | " in md for i in range(3, 7))
