@@ -164,6 +164,42 @@ def test_sighting_drills_are_the_second_tool_turn_on_text_alone(policy):
     assert sft.data_key(sft.Args(stage2_sighting=5)) != sft.data_key(sft.Args())
 
 
+def test_training_budgets_are_every_k_the_lineage_was_trained_on(tmp_path):
+    """benchmarks read the K a checkpoint was trained on from its build record: a last step on small K alone does not
+    hide the K its parents were trained on."""
+    from agents.lmm.evaluate_lmm import training_budgets
+    leaf, bare = tmp_path / "leaf", tmp_path / "bare"
+    leaf.mkdir(), bare.mkdir()
+    parent = {"args": {"budgets": "4,8,16,32,64"}, "parent": {"args": {"budgets": "4"}}}
+    (leaf / "sft_args.json").write_text(json.dumps({"args": {"budgets": "16,8"}, "parent": parent}))
+    assert training_budgets(str(leaf)) == (4, 8, 16, 32, 64)
+    (leaf / "sft_args.json").write_text(json.dumps({"args": {"budgets": "16,8"}}))
+    assert training_budgets(str(leaf)) == (8, 16)
+    assert training_budgets(str(bare)) == (4, 8, 16, 32, 64)
+
+
+def test_sighting_drills_with_frames_keep_the_overview(policy):
+    """--sighting-frames: the same drills (same seed, same turns, same target) with the overview's frames kept, one
+    image per printed timestamp, as the real second turn sees them."""
+    from agents.lmm.corpus import encode_record, encoding_policy
+    from trainers import sft
+    kw = dict(seed=4, wc=WC, budgets=(4,), oracle_fraction=0.0, search_agent="sweep",
+              families=("needle", "needle_attribute"), zoom_think="sighting", n_sighting=2)
+    text, seen = (build_corpus(0, 0, 0, "paravt", sighting_frames=f, **kw) for f in (False, True))
+    enc = encoding_policy(policy.tokenizer)
+    for a, b in zip(text, seen):
+        assert a.assistant_texts == b.assistant_texts
+        images = [p for p in b.messages[1]["content"] if p["type"] == "image"]
+        stamps = [p for p in b.messages[1]["content"] if p["type"] == "text" and re.match(r"<[\d.]+ seconds>", p["text"])]
+        assert len(images) == len(stamps) == 4
+        ra, rb = encode_record(enc, a), encode_record(enc, b)
+        assert rb["frames"].shape[0] == 4 and ra["frames"].shape[0] == 0
+        assert policy.tokenizer.decode(ra["ids"][ra["mask"]]) == policy.tokenizer.decode(rb["ids"][rb["mask"]])
+    plan = sft.corpus_plan(sft.Args(stage2_sighting=5, sighting_frames=True))["s2_sighting"]
+    assert plan[1]["sighting_frames"] is True
+    assert sft.data_key(sft.Args(stage2_sighting=5, sighting_frames=True)) != sft.data_key(sft.Args(stage2_sighting=5))
+
+
 def test_stage2_fresh_draws_stage_two_from_videos_no_other_part_uses():
     """--stage2-fresh: stage 2's parts come from the block of train episodes after the drills' (unseen videos), and
     samples built from that plan really carry such episodes; by default stage 2 keeps [--stage1-episodes, size)."""
@@ -889,7 +925,11 @@ def test_init_from_continues_a_checkpoint_and_refuses_another_tokenizer(tmp_path
     random_start = sft.build_base(sft.parse_args(common), tok)
     assert not torch.equal(random_start.lm_head.weight, start.lm_head.weight)
     assert sft.main(args).name == "cold_start"   # the whole build runs from there
-    assert json.loads((tmp_path / "next" / "sft_args.json").read_text())["args"]["init_from"].endswith("cold_start")
+    record = json.loads((tmp_path / "next" / "sft_args.json").read_text())
+    assert record["args"]["init_from"].endswith("cold_start")
+    # the build record carries its parent's, so what the weights were trained on is not lost with the last step
+    assert record["parent"] == json.loads((tmp_path / "strong" / "sft_args.json").read_text())
+    assert "parent" not in record["parent"]
     # a cold start alone (benchmarks/cold_start_length.py): --stage1-steps 0 leaves the base as it came
     alone = sft.main(sft.parse_args(["--out", str(tmp_path / "alone"), "--init-from", str(tmp_path / "strong" / "base"),
                                      *common, "--stage1-steps", "0"]))

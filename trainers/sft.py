@@ -409,6 +409,8 @@ class Args:
                                                       "of needle questions on fresh videos (as the drills), cut "
                                                       "after that turn, its only target, frames left out; dense "
                                                       "practice of the scene lookup its calls need"})
+    sighting_frames: bool = field(default=False, metadata={"help": "--stage2-sighting drills keep the overview's "
+                                                           "frames, as the real turn has them"})
     stage2_fresh: bool = field(default=False, metadata={"help": "stage 2 draws its episodes from 60,000 fresh train "
                                                        "episodes (about 10,000 videos past the world's dataset size "
                                                        "and the drills') instead of [--stage1-episodes, dataset "
@@ -479,7 +481,7 @@ DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
                "stage2_native_share", "stage2_native_traces", "drill_no_tool_share", "drill_decisions", "tool_on_visible",
-               "tool_families", "zoom_think", "stage2_sighting", "stage2_fresh", "count_order_think")
+               "tool_families", "zoom_think", "stage2_sighting", "sighting_frames", "stage2_fresh", "count_order_think")
 
 
 def with_preset(args: Args, given=()) -> Args:
@@ -596,7 +598,8 @@ def corpus_plan(args: Args, priors=None) -> dict[str, tuple[dict, dict]]:
         plan["s1_reading"] = (dict(n_reading=args.stage1_reading),
                               dict(drills, oracle_fraction=args.reading_oracle_fraction))
     if args.stage2_sighting:  # fresh videos too: drawn from stage 2's few hundred, the drills' times were memorised
-        plan["s2_sighting"] = (dict(n_sighting=args.stage2_sighting), drills)
+        plan["s2_sighting"] = (dict(n_sighting=args.stage2_sighting),
+                               dict(drills, sighting_frames=True) if args.sighting_frames else drills)
     if args.stage1_direct_needle:
         plan["s1_direct_needle"] = (dict(n_direct=args.stage1_direct_needle),
                                     dict(drills, **({"direct_no_tool_share": args.drill_no_tool_share}
@@ -639,7 +642,7 @@ LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_th
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
                     "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene",
-                    "stage2_sighting": 0, "stage2_fresh": False, "count_order_think": False}
+                    "stage2_sighting": 0, "sighting_frames": False, "stage2_fresh": False, "count_order_think": False}
 
 
 def data_key(args: Args) -> str:
@@ -1194,6 +1197,9 @@ def main(args: Args) -> Path:
     info = {"args": dataclasses.asdict(args), "run_name": run_name, "corpus_dir": str(cdir), "corpus_stats": stats,
             "corpus_seconds": t_corpus, "fast_path": tr.fast,
             "corpus": {n: r.kinds() for n, r in parts.items()}}
+    from agents.lmm.default import checkpoint_info
+    if args.init_from and (parent := checkpoint_info(init_path(args))):
+        info["parent"] = parent  # the lineage: what the starting weights were trained on (training_budgets reads it)
     if state is not None:
         model.load_state_dict(state["model"])
         info.update(state.get("info_done", {}))

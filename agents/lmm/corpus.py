@@ -816,18 +816,20 @@ def _copy_messages(messages):
     return out
 
 
-def sighting_probe(trace: Sample) -> Sample | None:
-    """A text-only drill of the second tool turn's lookup (``trainers/sft.py --stage2-sighting``): ``trace`` (a
-    paravt tool trace) cut after its second tool turn, the only target, with the overview's frames left out (their
-    timestamps stay). That turn must find the question's scene among five responses full of other scenes and copy
-    the times printed after it; trained builds copy another scene's times instead (benchmarks/results/scene_view/
-    README.md, twelfth session). Without frames a drill renders in milliseconds, so a GPU run can see many. Draw them
-    from many videos: on a few hundred, a model learns each video's times instead of the lookup (the same README,
-    thirteenth session). None when the trace has no second tool turn."""
+def sighting_probe(trace: Sample, frames: bool = False) -> Sample | None:
+    """A drill of the second tool turn's lookup (``trainers/sft.py --stage2-sighting``): ``trace`` (a paravt tool
+    trace) cut after its second tool turn, the only target, with the overview's frames left out (their timestamps
+    stay) unless ``frames``. That turn must find the question's scene among five responses full of other scenes and
+    copy the times printed after it; trained builds copy another scene's times instead (benchmarks/results/
+    scene_view/README.md, twelfth session). Without frames a drill renders in milliseconds, so a GPU run can see many;
+    a lookup learned that way did not reach the real turn, where the frames are there
+    (benchmarks/results/scene_view/lookup_form/gpu/README.md), hence ``frames``. Draw them from many videos: on a few
+    hundred, a model learns each video's times instead of the lookup (the same README, thirteenth session). None when
+    the trace has no second tool turn."""
     turns = [i for i, m in enumerate(trace.messages) if m["role"] == "assistant"]
     if len(turns) < 2 or "<tool_call>" not in trace.messages[turns[1]]["content"]:
         return None
-    messages = [m if isinstance(m["content"], str) else
+    messages = [m if frames or isinstance(m["content"], str) else
                 {"role": m["role"], "content": [p for p in m["content"] if p.get("type") == "text"]}
                 for m in _copy_messages(trace.messages[:turns[1] + 1])]
     return Sample("sighting", "paravt", messages, dict(trace.meta), targets="last")
@@ -946,7 +948,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
                  search_agent: str = "scene", native_trace_share: float = 0.0,
                  direct_no_tool_share: float = 0.0, decisions_trained: bool = True,
                  tool_visible_share: float = 0.0, zoom_think: str = "scene", n_sighting: int = 0,
-                 count_order_think: bool = False) -> list[Sample]:
+                 sighting_frames: bool = False, count_order_think: bool = False) -> list[Sample]:
     """``n_frame`` single-frame captions, ``n_caption`` crop captions (the sub-agent skill,
     :func:`caption_samples`), ``n_direct`` direct answers and ``n_tool`` tool-use traces in
     ``tool_dialect``, all from ``split`` (TRAIN by default).
@@ -1045,7 +1047,7 @@ def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, 
     for _ in range(n_sighting):
         for _ in range(max_tries):  # a first turn whose responses miss the scene has no second turn: drawn again
             x = play(lambda: search_agent, "paravt", False, families or READING_FAMILIES)
-            if x is not None and (x := sighting_probe(x)) is not None:
+            if x is not None and (x := sighting_probe(x, frames=sighting_frames)) is not None:
                 samples.append(x)
                 break
         progress and progress(1)

@@ -131,11 +131,14 @@ def subagent_agreement(policy: TransformersPolicy, wc: WorldConfig, *, crops: in
 
 
 def training_budgets(checkpoint: str) -> tuple[int, ...]:
-    """The overview sizes K the checkpoint was trained on (sft_args.json ``budgets``), else the
-    paper's gating set (4, 8, 16, 32, 64)."""
+    """The overview sizes K the checkpoint was trained on: the ``budgets`` of its build record (sft_args.json) and
+    of every build it continued (the record's ``parent`` chain), else the paper's gating set (4, 8, 16, 32, 64)."""
     from agents.lmm.default import checkpoint_info
-    b = checkpoint_info(checkpoint).get("args", {}).get("budgets")
-    return tuple(int(x) for x in str(b).split(",") if x.strip()) if b else (4, 8, 16, 32, 64)
+    record, seen = checkpoint_info(checkpoint), set()
+    while record:
+        seen |= {int(x) for x in str(record.get("args", {}).get("budgets") or "").split(",") if x.strip()}
+        record = record.get("parent")
+    return tuple(sorted(seen)) if seen else (4, 8, 16, 32, 64)
 
 
 def world_config_of(checkpoint: str) -> WorldConfig:

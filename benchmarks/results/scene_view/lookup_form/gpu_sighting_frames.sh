@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The lookup drilled where it is needed (twenty-seventh session, one device call, under 10 minutes). Text-only
+# drills of the second tool turn doubled the text-only lookup but did not reach the real turn, where the overview's
+# frames are in the context (gpu/README.md). Here the drills keep those frames (trainers/sft.py --sighting-frames,
+# agents.lmm.corpus.sighting_probe(frames=True)) and are mixed into a native step with full rows (tool traces,
+# direct answers, captions, frames; 65 % of the traces and direct answers native), so the rest is trained beside
+# the lookup, at a dose near the 100,000 views the lookup needed before it formed. Overviews of K in {4, 8, 16}
+# (the README run's). Each variant of $VARIANTS ("name:flags|...") trains from $START side by side on the one GPU
+# until TRAIN_S seconds into the call (--stage2-fit). Then device_lib.sh's second_turn_checks (windows_check.py,
+# second_turn_check.py, drill_check.py) and one build_NAME.tgz each.
+#   run(command="bash benchmarks/results/scene_view/lookup_form/gpu_sighting_frames.sh", carry=[".whl"])
+set -u
+T0=$(date +%s)
+. benchmarks/results/presence/device_lib.sh
+install_carried_wheels
+R=$OUT/r; mkdir -p "$R"
+START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
+DATA="--preset gpu --tool-prior strong --init-from $START --budgets 4,8,16 --stage1-frame 0 --stage1-caption 0
+  --stage1-direct 0 --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread
+  --native-close-think-p 0.3 --warmup 100 --grounded-think true --option-think true --presence-think true
+  --direct-think scene_chain_decide --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute
+  --tool-on-visible 0.7 --zoom-think sighting --seed 27 --stage2-fresh true
+  --stage2-tool ${TOOL:-6000} --stage2-direct ${DIRECT:-2000} --stage2-frame ${FRAME:-1000}
+  --stage2-caption ${CAPTION:-3000} --stage2-sighting ${N:-40000} --sighting-frames true
+  --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --progress false"
+# shellcheck disable=SC2086  # DATA is a list of flags
+python3 trainers/sft.py $DATA --stage2-steps 0 --workers 15 --out /tmp/corpus_only > "$R/corpus.log" 2>&1
+echo "corpus done at $(( $(date +%s) - T0 )) s"
+VARIANTS=${VARIANTS:-"fA:--batch-size 64 --batch-tokens 98304 --stage2-lr 1e-3|fB:--batch-size 64 --batch-tokens 98304 --stage2-lr 3e-4"}
+IFS='|' read -r -a specs <<< "$VARIANTS"
+NAMES=""
+for spec in "${specs[@]}"; do
+  name=${spec%%:*}; NAMES="$NAMES $name"
+  # shellcheck disable=SC2086  # flag lists
+  python3 trainers/sft.py $DATA ${spec#*:} --stage2-steps 100000 --stage2-fit true --workers 2 \
+    --deadline-unix $((T0 + ${TRAIN_S:-430})) --out "/tmp/f/$name" > "$R/train_$name.log" 2>&1 &
+done
+wait
+echo "training done at $(( $(date +%s) - T0 )) s"
+for n in $NAMES; do
+  echo "== $n"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
+    'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"
+done 2>&1 | tee "$OUT/lookup.txt"
+# shellcheck disable=SC2086  # NAMES is a list of names
+second_turn_checks /tmp/f $NAMES | tee -a "$OUT/lookup.txt"
+# shellcheck disable=SC2086  # NAMES is a list of names
+pack_builds /tmp/f $NAMES
+echo "all done at $(( $(date +%s) - T0 )) s"
+ls -la "$OUT"
