@@ -1,6 +1,6 @@
-"""Where a checkpoint's needle-type episodes fail, step by step: one draw of the default run's evaluation settings
-(sub-agent = the policy, gated K, T = 0.6 unless given) on the needle and needle_attribute episodes of validation
-0..N-1, each episode put in the first of these that holds:
+"""Where a checkpoint's needle-type episodes fail, step by step: one draw (generation seed 1, not the trainer's draw 0)
+under the default run's evaluation settings (sub-agent = the policy, gated K, T = 0.6 unless given) on the needle and
+needle_attribute episodes of validation 0..N-1, each episode put in the first of these that holds:
 
   no call             it answered from the overview
   frames miss         no crop it ran sampled a frame inside the evidence window

@@ -102,6 +102,28 @@ quick_perceive() {
   done; done
 }
 
+# fit_variants DATA END_S: trainers/sft.py with DATA (flags whose corpus is already rendered) plus each variant's own
+# flags, one per variant of $VARIANTS ("name:flags|..."), side by side into /tmp/f/NAME, each schedule fitted to end
+# END_S seconds after $T0 (--stage2-fit); logs $R/train_NAME.log; sets NAMES; each one's steps and first and last
+# loss into $OUT/lookup.txt.
+fit_variants() {
+  local data=$1 end_s=$2 spec specs name
+  IFS='|' read -r -a specs <<< "$VARIANTS"
+  NAMES=""
+  for spec in "${specs[@]}"; do
+    name=${spec%%:*}; NAMES="$NAMES $name"
+    # shellcheck disable=SC2086  # flag lists
+    python3 trainers/sft.py $data ${spec#*:} --stage2-steps 100000 --stage2-fit true --workers 2 \
+      --deadline-unix $((T0 + end_s)) --out "/tmp/f/$name" > "$R/train_$name.log" 2>&1 &
+  done
+  wait
+  echo "training done at $(( $(date +%s) - T0 )) s"
+  for name in $NAMES; do
+    echo "== $name"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
+      'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$name/sft_args.json"
+  done 2>&1 | tee "$OUT/lookup.txt"
+}
+
 # pack_builds ROOT NAME...: $R (the results) into $OUT/results.tgz, and each ROOT/NAME build (cold start and
 # sft_args.json) into its own $OUT/build_NAME.tgz: a call returns at most 8 files of at most 16 MiB each.
 pack_builds() {

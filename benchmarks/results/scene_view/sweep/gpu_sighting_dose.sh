@@ -32,20 +32,7 @@ else
 fi
 echo "corpus done at $(( $(date +%s) - T0 )) s"
 VARIANTS=${VARIANTS:-"pA:--batch-size 64 --batch-tokens 65536 --stage2-lr 3e-4|pB:--batch-size 256 --batch-tokens 262144 --stage2-lr 1e-3"}
-IFS='|' read -r -a specs <<< "$VARIANTS"
-NAMES=""
-for spec in "${specs[@]}"; do
-  name=${spec%%:*}; NAMES="$NAMES $name"
-  # shellcheck disable=SC2086  # flag lists
-  python3 trainers/sft.py $DATA ${spec#*:} --stage2-steps 100000 --stage2-fit true --workers 2 \
-    --deadline-unix $((T0 + ${TRAIN_S:-390})) --out "/tmp/f/$name" > "$R/train_$name.log" 2>&1 &
-done
-wait
-echo "training done at $(( $(date +%s) - T0 )) s"
-for n in $NAMES; do
-  echo "== $n"; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('steps', d['stage2_steps_done'],
-    'loss', d['stage2_loss'][:1], d['stage2_loss'][-1:])" "/tmp/f/$n/sft_args.json"
-done 2>&1 | tee "$OUT/lookup.txt"
+fit_variants "$DATA" "${TRAIN_S:-390}"
 # shellcheck disable=SC2086  # NAMES is a list of names
 second_turn_checks /tmp/f $NAMES | tee -a "$OUT/lookup.txt"
 echo "lookup done at $(( $(date +%s) - T0 )) s"
