@@ -54,7 +54,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.lmm.graph_decode import DECODE_ATTENTION  # noqa: E402
+from agents.lmm.graph_decode import DECODE_ATTENTION, cache_argument  # noqa: E402
 from agents.lmm.policy import _RecordLogprobs  # noqa: E402
 from benchmarks.report import write_report  # noqa: E402
 from benchmarks.scale_fsdp import lm_config  # noqa: E402
@@ -117,7 +117,7 @@ def sample(model, prompts, args, cache: str, seed: int, kept: dict, new_tokens: 
                                         max_cache_len=prompts.shape[1] + args.new_tokens)  # one length for all calls
         else:
             kept["cache"].reset()
-        call["cache"] = kept["cache"]
+        call[cache_argument(model)] = kept["cache"]
     cfg = GenerationConfig(do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0,
                            max_new_tokens=new_tokens, min_new_tokens=new_tokens, eos_token_id=None,
                            pad_token_id=0, use_cache=True, return_dict_in_generate=True, **extra)

@@ -1,11 +1,13 @@
 """agents.lmm.graph_decode on a CPU: the decode attention used under torch.compile, and the compiled
 decode loop against the eager one. (The CUDA-graph replay itself: tests/test_lmm.py, on a GPU.)"""
 
+from dataclasses import dataclass
 from functools import partial
 
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers.utils import ModelOutput
 
 from agents.lmm import graph_decode
 
@@ -323,3 +325,46 @@ def test_fused_projections_refuse_a_forward_they_do_not_reproduce(kind):
         graph_decode.KeptCaches(model, fuse_projections=(kind,))
     with pytest.raises(ValueError, match="name one or more of"):
         graph_decode.KeptCaches(model, fuse_projections=("attention", "lm_head"))
+
+
+@dataclass
+class OlderOutput(ModelOutput):
+    logits: torch.Tensor | None = None
+    past_key_values: object = None
+
+
+class OlderCacheNames(Qwen2ForCausalLM):
+    """The model as transformers before 5.24 shows it: the KV cache is the forward's `past_key_values` argument and
+    output field. Like those versions, it passes a keyword it does not know (`cache`) on to the layers, which
+    ignore it."""
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None,
+                logits_to_keep=0, **kwargs):
+        kwargs.pop("cache", None)
+        out = super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs,
+                              **{graph_decode.cache_argument(Qwen2ForCausalLM): past_key_values})
+        return OlderOutput(logits=out.logits, past_key_values=graph_decode.returned_cache(out))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_model_that_names_its_cache_past_key_values_samples_the_same(shared):
+    """transformers renamed the forward's KV cache argument from past_key_values to cache (5.24). The sampler passes
+    it under the name the model takes: a cache passed under the other name vanished, and the decode steps attended to
+    their own token alone (on a GPU with transformers 5.17: a mask as wide as the cache against one key)."""
+    model = grouped_model()
+    older = OlderCacheNames(model.config).eval()
+    older.load_state_dict(model.state_dict())
+    assert graph_decode.cache_argument(older) == "past_key_values"
+    ids = torch.randint(1, 300, (3, 10), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    rows = torch.tensor([0, 0, 1, 2]) if shared else None
+    runs = []
+    for m in (model, older):
+        torch.manual_seed(11)
+        runs.append(graph_decode.sample(m, graph_decode.KeptCaches(m), {"input_ids": ids, "attention_mask": mask},
+                                        max_new_tokens=6, temperature=0.9, rows=rows))
+    (seqs, lps), (older_seqs, older_lps) = runs
+    assert torch.equal(seqs, older_seqs)
+    torch.testing.assert_close(older_lps, lps, atol=1e-5, rtol=0)

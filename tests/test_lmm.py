@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from agents.lmm.graph_decode import cache_argument
 from agents.lmm.policy import MAX_STATIC_CACHES, TransformersPolicy
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, load_checkpoint, save_checkpoint
 from agents.lmm.tokenizer import STRUCTURAL_TAGS, build_tokenizer
@@ -100,7 +101,7 @@ def test_kept_cache_samplers_give_the_same_tokens_and_logprobs(tok, policy, samp
     real_generate = policy.model.generate
 
     def spy(*args, **kw):  # calls through: records the cache each sampler handed to generate
-        caches.append(kw.get("cache"))
+        caches.append(kw.get(cache_argument(policy.model)))
         return real_generate(*args, **kw)
 
     policy.model.generate = spy

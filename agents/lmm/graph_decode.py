@@ -25,6 +25,7 @@ tokens; a Qwen-VL model adds the M-RoPE offset (`rope_deltas`) its prefill compu
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 import warnings
 from collections import OrderedDict
@@ -57,6 +58,7 @@ class KeptDecoder:
     recorded_for: tuple = field(default=())  # weight addresses when recorded; moved weights -> record again
     prefix_shape: tuple[int, int, int] | None = None  # (prompts, group, length) for rows that share prompts
     prefix: SharedPrefix | None = None     # then: the prompts' keys/values, kept once
+    cache_argument: str = "cache"          # the model forward's name for its KV cache (cache_argument())
 
 
 @dataclass
@@ -136,7 +138,8 @@ class KeptCaches:
             from transformers import StaticCache
 
             cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
-            entry = self.entries[key] = KeptDecoder(cache, *key[:3], prefix_shape=prefix)
+            entry = self.entries[key] = KeptDecoder(cache, *key[:3], prefix_shape=prefix,
+                                                    cache_argument=cache_argument(self.model))
             while len(self.entries) > self.max_kept:
                 self.entries.popitem(last=False)
         else:
@@ -456,10 +459,23 @@ def _set_cache_length(cache, n: int):
         layer.cumulative_length.fill_(n)
 
 
+def cache_argument(model) -> str:
+    """The name under which the forward of `model` (a model or its class) takes its KV cache: transformers 5.24
+    renamed past_key_values to cache. A cache passed under the other name would vanish into **kwargs, and each
+    decode step would attend to its own token alone."""
+    cls = model if isinstance(model, type) else type(model)
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The KV cache a forward with use_cache=True returned, under either transformers' name for it."""
+    return output.cache if "cache" in output else output.past_key_values
+
+
 def _decode_forward(model, entry: KeptDecoder) -> torch.Tensor:
     shared = entry.prefix.as_kwargs() if entry.prefix is not None else {}
-    out = model(input_ids=entry.ids, attention_mask=entry.mask, position_ids=entry.positions, cache=entry.cache,
-                use_cache=True, logits_to_keep=1, **shared)
+    out = model(input_ids=entry.ids, attention_mask=entry.mask, position_ids=entry.positions,
+                **{entry.cache_argument: entry.cache}, use_cache=True, logits_to_keep=1, **shared)
     return out.logits[:, -1]
 
 
@@ -583,12 +599,12 @@ def sample(model, kept: KeptCaches, batch: dict, *, max_new_tokens: int, tempera
     if shared:  # prefill each prompt once into a growing cache, then keep its keys/values for its rows
         out = model(**inputs, use_cache=True, logits_to_keep=1)
         if entry.prefix is None:
-            entry.prefix = _new_prefix(out.cache, *entry.prefix_shape, n_rows, entry.mask.dtype)
-        _fill_prefix(entry.prefix, out.cache, batch["attention_mask"], rows)
+            entry.prefix = _new_prefix(returned_cache(out), *entry.prefix_shape, n_rows, entry.mask.dtype)
+        _fill_prefix(entry.prefix, returned_cache(out), batch["attention_mask"], rows)
         logits = out.logits[:, -1][rows]
         del out
     else:
-        logits = model(**inputs, cache=entry.cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        logits = model(**inputs, **{entry.cache_argument: entry.cache}, use_cache=True, logits_to_keep=1).logits[:, -1]
     next_position = attention_mask.long().sum(-1, keepdim=True)  # text position of the first new token
     if has_images and getattr(core, "rope_deltas", None) is not None:
         next_position = next_position + core.rope_deltas.to(device).view(-1, 1)[rows]

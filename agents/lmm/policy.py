@@ -417,8 +417,9 @@ class TransformersPolicy:
                     do_sample=do_sample, temperature=t if do_sample else None, top_p=top_p if do_sample else None,
                     top_k=0 if do_sample else None, max_new_tokens=max_new, eos_token_id=self.eos_ids,
                     pad_token_id=self.pad_id, use_cache=True, return_dict_in_generate=True)
-                cache = ({"cache": self.kept_caches.get(len(convs), prompt_len + max_new).cache}
-                         if self.generation_cache == "static" else {})
+                kept = (self.kept_caches.get(len(convs), prompt_len + max_new)
+                        if self.generation_cache == "static" else None)
+                cache = {kept.cache_argument: kept.cache} if kept else {}
                 out = self.model.generate(**batch, generation_config=gen_cfg, **cache,
                                           logits_processor=[recorder], stopping_criteria=[stopper])
                 gen = out.sequences[:, prompt_len:].cpu()
