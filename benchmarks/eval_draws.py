@@ -29,27 +29,29 @@ from trainers.para_grpo import Args  # noqa: E402
 from trainers.rollouts import make_env  # noqa: E402
 
 
-def model_draws(path: str, args, draws: int, device: str = "cpu") -> list[list[bool]]:
-    """Whether each episode was answered right (as the trainer counts), in episode order, in each of `draws`
-    evaluations of `path`."""
+def model_draws(path: str, args, draws: int, device: str = "cpu") -> tuple[list[list[bool]], list[list[bool]]]:
+    """Whether each episode was answered right (as the trainer counts), and whether a tool call of it executed, in
+    episode order, in each of `draws` evaluations of `path`."""
     args = dataclasses.replace(args, model=path)
     policy = load_policy(resolve_model(args), torch.device(device),
                          generation_cache="graph" if device.startswith("cuda") else "dynamic")
     policy.model.eval()
     envs = [make_env(args, "validation", policy) for _ in range(min(args.eval_episodes, EVAL_POOL))]
-    out = []
+    correct, called = [], []
     with torch.no_grad():
         for d in tqdm(range(draws), desc=Path(path).name, leave=False):
-            rows = evaluation_records(policy, envs, args, Dist(), draw=d)
-            out.append([bool(r["correct"]) for r in sorted(rows, key=lambda r: r["episode"])])
-    return out
+            rows = sorted(evaluation_records(policy, envs, args, Dist(), draw=d), key=lambda r: r["episode"])
+            correct.append([bool(r["correct"]) for r in rows])
+            called.append([r["executed"] > 0 for r in rows])
+    return correct, called
 
 
-def summary(correct: list[list[bool]]) -> dict:
-    """Per draw its accuracy; per episode its share of draws answered right."""
+def summary(correct: list[list[bool]], called: list[list[bool]]) -> dict:
+    """Per draw its accuracy; per episode its share of draws answered right, and of draws that executed a call."""
     values = [fmean(draw) for draw in correct]
     return {"first_draw": values[0], "mean": fmean(values), "sd": pstdev(values), "min": min(values),
-            "max": max(values), "draws": values, "per_episode": [fmean(ep) for ep in zip(*correct)]}
+            "max": max(values), "draws": values, "per_episode": [fmean(ep) for ep in zip(*correct)],
+            "called_per_episode": [fmean(ep) for ep in zip(*called)]}
 
 
 def by_family(per_episode: list[float], families: list[str]) -> dict[str, float]:
@@ -116,9 +118,9 @@ def main(argv=None):
               "no_tool": no_tool_accuracy(a.first, a.episodes, eval_env_settings(dataclasses.asdict(args))),
               "models": {}}
     for name, path in zip(names, models):
-        result["models"][name] = {"path": path, **summary(model_draws(path, args, a.draws, a.device))}
-        print(name, json.dumps({k: v for k, v in result["models"][name].items() if k not in ("draws", "per_episode")}),
-              flush=True)
+        result["models"][name] = {"path": path, **summary(*model_draws(path, args, a.draws, a.device))}
+        print(name, json.dumps({k: v for k, v in result["models"][name].items()
+                                if k not in ("draws", "per_episode", "called_per_episode")}), flush=True)
     write(result, Path(a.out))
 
 
@@ -140,10 +142,14 @@ def write(result: dict, out: Path) -> None:
     names = list(result["models"])
     per_family = {name: by_family(m["per_episode"], families) for name, m in result["models"].items()}
     no_tool = by_family(nt["expected_per_episode"], families)
-    lines += ["", "Per family: mean over draws (the no-tool agent: over its guess draws); in brackets, episodes.", "",
-              "| family | " + " | ".join(names) + " | no-tool agent |", "|---|" + "---|" * (len(names) + 1)]
+    called = {name: by_family(m["called_per_episode"], families) for name, m in result["models"].items()
+              if "called_per_episode" in m}  # results written before 2026-12-07 lack it
+    lines += ["", "Per family: accuracy, mean over draws (the no-tool agent: over its guess draws); in brackets, "
+              "episodes. Then each model's share of episodes in which a tool call executed.", "",
+              "| family | " + " | ".join(names) + " | no-tool agent | " + " | ".join(f"{n}: called" for n in called)
+              + " |", "|---|" + "---|" * (len(names) + 1 + len(called))]
     lines += [f"| {f} ({families.count(f)}) | " + " | ".join(f"{per_family[name][f]:.2f}" for name in names)
-              + f" | {no_tool[f]:.2f} |" for f in no_tool]
+              + f" | {no_tool[f]:.2f} |" + "".join(f" {called[n][f]:.2f} |" for n in called) for f in no_tool]
     if n <= 48:
         lines += ["", "Per episode: share of draws answered right.", "",
                   "| episode | family | " + " | ".join(names) + " | no-tool agent |", "|---|---|" + "---|" * (len(names) + 1)]

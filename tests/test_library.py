@@ -581,7 +581,10 @@ def test_eval_draws_first_draw_is_the_trainers_evaluation(tmp_path):
     assert row["first_draw"] == pytest.approx(trainer) and len(row["draws"]) == 2
     # the per-episode shares are the draws seen the other way round: their mean is the mean accuracy
     assert len(row["per_episode"]) == 4 and sum(row["per_episode"]) / 4 == pytest.approx(row["mean"])
-    assert set(row["per_episode"]) <= {0.0, 0.5, 1.0}
+    assert set(row["per_episode"]) <= {0.0, 0.5, 1.0} and set(row["called_per_episode"]) <= {0.0, 0.5, 1.0}
+    executed = [[r["executed"] > 0 for r in sorted(core.evaluation_records(policy, envs, args, core.Dist(), draw=d),
+                                                     key=lambda r: r["episode"])] for d in (0, 1)]
+    assert row["called_per_episode"] == [sum(ep) / 2 for ep in zip(*executed)] and any(map(any, executed))
     no_tool = no_tool_accuracy(3, 4, eval_env_settings(dataclasses.asdict(args)))
     assert json.loads(json.dumps(no_tool)) == result["no_tool"]
     assert sum(no_tool["expected_per_episode"]) / 4 == pytest.approx(no_tool["accuracy_expected"])
