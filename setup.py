@@ -5,8 +5,10 @@ from setuptools import find_packages, setup
 extras = {
     "video": ["decord>=0.6", "av>=12", "pyarrow>=14"],
     "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3"],
-    # torch is not pinned here: install a CPU build first (see README) or pip may pick a CUDA one
-    "hf": ["torch>=2.4", "transformers>=4.57", "tokenizers>=0.20", "tensorboard>=2.15"],
+    # torch is not pinned here: install a CPU build first (see README) or pip may pick a CUDA one.
+    # transformers: the oldest release the whole test suite has passed on (5.24 and 5.25, 2026-12-07); under 5.17
+    # without torchvision a checkpoint's processor cannot be saved.
+    "hf": ["torch>=2.4", "transformers>=5.24", "tokenizers>=0.20", "tensorboard>=2.15"],
     "sb3": ["stable-baselines3>=2.3", "torch>=2.4"],
     # --rollout-backend vllm (agents/lmm/vllm_policy.py), pinned to the release its tests ran on (its
     # weight-reload and log-prob-mode interfaces move between releases). vllm is the CUDA build;

@@ -1,13 +1,11 @@
 """agents.lmm.graph_decode on a CPU: the decode attention used under torch.compile, and the compiled
 decode loop against the eager one. (The CUDA-graph replay itself: tests/test_lmm.py, on a GPU.)"""
 
-from dataclasses import dataclass
 from functools import partial
 
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
-from transformers.utils import ModelOutput
 
 from agents.lmm import graph_decode
 
@@ -327,10 +325,10 @@ def test_fused_projections_refuse_a_forward_they_do_not_reproduce(kind):
         graph_decode.KeptCaches(model, fuse_projections=("attention", "lm_head"))
 
 
-@dataclass
-class OlderOutput(ModelOutput):
-    logits: torch.Tensor | None = None
-    past_key_values: object = None
+class OlderOutput(dict):
+    """An output as transformers before 5.24 returns it: a mapping whose keys are also attributes, the cache under
+    past_key_values (a plain class: transformers' own output classes translate that name in some versions)."""
+    __getattr__ = dict.__getitem__
 
 
 class OlderCacheNames(Qwen2ForCausalLM):
