@@ -173,6 +173,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.corpus import (KINDS, READING_FAMILIES, CaptionConfig, WorldConfig, merge_stats,  # noqa: E402
                                ZOOM_THINKS, tokenizer_texts, write_chunk)
+from agents.lmm.default import cache_root, checkpoint_info  # noqa: E402
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
@@ -528,8 +529,6 @@ def inherit_world(args: Args, given=()) -> Args:
     be measured at K = 8 and trained on frames of another size than its parent's."""
     if not args.init_from or args.tool_prior == "both":
         return args
-    from agents.lmm.default import checkpoint_info
-
     parent = checkpoint_info(init_path(args)).get("args", {})
     take = {k: parent[k] for k in INHERITED_FIELDS if k in parent and k not in given and parent[k] != getattr(args, k)}
     if take:
@@ -658,7 +657,6 @@ def data_key(args: Args) -> str:
 def resolve_corpus_dir(args: Args) -> Path:
     """``--corpus-dir``, else a cache folder named by the data settings (kept out of ``--out`` and
     ``--runs-dir``: it holds gigabytes of frames for the gpu preset)."""
-    from agents.lmm.default import cache_root
     return Path(args.corpus_dir) if args.corpus_dir else cache_root() / "corpus" / data_key(args)
 
 
@@ -1197,7 +1195,6 @@ def main(args: Args) -> Path:
     info = {"args": dataclasses.asdict(args), "run_name": run_name, "corpus_dir": str(cdir), "corpus_stats": stats,
             "corpus_seconds": t_corpus, "fast_path": tr.fast,
             "corpus": {n: r.kinds() for n, r in parts.items()}}
-    from agents.lmm.default import checkpoint_info
     if args.init_from and (parent := checkpoint_info(init_path(args))):
         info["parent"] = parent  # the lineage: what the starting weights were trained on (training_budgets reads it)
     if state is not None:

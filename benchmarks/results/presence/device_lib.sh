@@ -6,6 +6,15 @@ install_carried_wheels() {
   export PYTHONPATH=/tmp/site:$PWD PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
 }
 
+# start_device_call: what a device script sets first: T0 (the call's start, for deadlines), the carried wheels,
+# R=$OUT/r (the results folder) and START (the model to build from, default the shipped strong cold start).
+start_device_call() {
+  T0=$(date +%s)
+  install_carried_wheels
+  R=$OUT/r; mkdir -p "$R"
+  START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
+}
+
 # mends ROOT ARGS: trainers/sft.py with ARGS plus each variant's own args, one per variant of $VARIANTS
 # ("name:extra sft args|...", on one line), side by side, into ROOT/name (logs $R/mend_name.log); sets NAMES to the variants.
 mends() {

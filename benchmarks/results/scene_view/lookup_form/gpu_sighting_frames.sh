@@ -10,11 +10,8 @@
 # second_turn_check.py, drill_check.py) and one build_NAME.tgz each.
 #   run(command="bash benchmarks/results/scene_view/lookup_form/gpu_sighting_frames.sh", carry=[".whl"])
 set -u
-T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
-install_carried_wheels
-R=$OUT/r; mkdir -p "$R"
-START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
+start_device_call
 DATA="--preset gpu --tool-prior strong --init-from $START --budgets 4,8,16 --stage1-frame 0 --stage1-caption 0
   --stage1-direct 0 --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread
   --native-close-think-p 0.3 --warmup 100 --grounded-think true --option-think true --presence-think true

@@ -21,11 +21,8 @@
 #   git checkout ad0ce1f -- benchmarks/results/scene_view/sweep/call2/g2ks/cold_start
 # and pass START=benchmarks/results/scene_view/sweep/call2/g2ks/cold_start.
 set -u
-T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
-install_carried_wheels
-R=$OUT/r; mkdir -p "$R"
-START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
+start_device_call
 S="--grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
    --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
    --zoom-think sighting --seed 10 --stage2-tool 6000 --batch-tokens 65536 --warmup 100 --stage2-fit true

@@ -13,11 +13,8 @@
 # (`tar czf .carry/fresh_corpus.tgz -C ~/.cache/paravt-gym/corpus KEY`, 5.4 MB; N must match the corpus).
 # START: as in gpu_sighting.sh (the shipped strong cold start; its header says how to restore the recorded g2ks).
 set -u
-T0=$(date +%s)
 . benchmarks/results/presence/device_lib.sh
-install_carried_wheels
-R=$OUT/r; mkdir -p "$R"
-START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
+start_device_call
 DATA="--preset gpu --tool-prior strong --init-from $START --stage1-frame 0 --stage1-caption 0 --stage1-direct 0
   --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread --warmup 100
   --grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
