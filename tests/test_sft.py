@@ -651,6 +651,48 @@ def test_batched_loss_equals_policy_nll_and_gradients(records, policy, tmp_path)
     model.zero_grad()
 
 
+def test_rollout_rows_train_exactly_the_tokens_the_model_sampled(corpora, policy, tmp_path):
+    """A conversation the policy played (frames, a prompt, two sampled turns with a tool response between), written
+    as a rollout record and loaded as a corpus part: its training loss is the policy's mean NLL at T = 1 over the
+    tokens it sampled, and nothing else is a target."""
+    from agents.lmm.corpus import pack_records, rollout_record
+    from trainers.core import FORBIDDEN_TOKENS, suppress_tokens
+    sft = _sft()
+    # as the trainers load a policy: an untrained model must not sample image tokens
+    hook = suppress_tokens(policy.model, [policy.tokenizer.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
+    try:
+        _play_and_check_rollout_rows(sft, corpora, policy, tmp_path, pack_records, rollout_record)
+    finally:
+        hook.remove()
+
+
+def _play_and_check_rollout_rows(sft, corpora, policy, tmp_path, pack_records, rollout_record):
+    sample = next(s for s in corpora[1] if s.kind == "direct")
+    prompt = [m for m in sample.messages if m["role"] != "assistant"]
+    conv = policy.start(prompt)
+    policy.extend(conv, [], add_generation_prompt=False)
+    first = policy.generate([conv], temperature=1.0, max_new_tokens=12, seed=3)[0]
+    conv.append_completion(first)
+    policy.extend(conv, [{"role": "user", "content": "a tool response"}])
+    conv.append_completion(policy.generate([conv], temperature=1.0, max_new_tokens=12, seed=4)[0])
+    assert sum(conv.generated_mask) >= 2 and len(conv.images) >= 1
+    (tmp_path / "rows").mkdir()
+    np.savez(tmp_path / "rows" / "chunk_00000.npz",
+             **pack_records([rollout_record(conv.token_ids, conv.generated_mask, conv.images)]))
+    loaded = sft.stage2_rows(str(tmp_path / "rows"))
+    assert loaded.kinds() == {"rollout": 1} and loaded.mask.tolist() == conv.generated_mask
+    tr = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu", fast=False)
+    with torch.no_grad():
+        loss, n = tr.loss(tr.collate(loaded, np.array([0])))
+        lp = policy.conversation_logprobs([conv], temperature=1.0)[0]
+    mask = torch.tensor(conv.generated_mask)
+    assert n == int(mask.sum()) and abs(loss.item() + lp[mask].mean().item()) < 1e-5
+    with pytest.raises(SystemExit, match="no chunk_"):
+        sft.stage2_rows(str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="one generated-mask entry per token"):
+        rollout_record(conv.token_ids, conv.generated_mask[:-1], conv.images)
+
+
 def test_answer_weight_scales_exactly_the_answer_tokens(records, policy, tmp_path):
     """--answer-weight: the tokens inside <answer>...</answer> (ParaVT) or after a native
     'Answer:' count w times in the loss, every other assistant token once, the mean still over
@@ -853,6 +895,27 @@ def test_time_budget_stops_cleanly_and_the_same_command_resumes(tmp_path, shared
     assert info["stage2_stopped"] is None
     assert not (tmp_path / "out" / sft.STATE_FILE).exists()
     assert sft.main(sft.parse_args(argv)) == done  # already built: nothing to do
+
+
+def test_stage2_rows_join_stage_two_as_a_part_of_their_own(tmp_path, shared_corpus):
+    """--stage2-rows: the folder's rows are sampled in stage 2 beside the rendered parts (their own loss curve),
+    and the build records them; one prior at a time."""
+    import shutil
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "2", "--stage2-steps", "4", "--log-every", "1", *TINY]
+    base = sft.parse_args(argv)
+    _, cdir, _ = sft.prepare_corpus(base, sft.corpus_plan(base), progress=False)
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    for chunk in sorted((cdir / "s2_tool").glob("chunk_*.npz")):   # stand-ins for a model's rollouts
+        shutil.copy(chunk, rows / chunk.name)
+    sft.main(sft.parse_args(argv + ["--stage2-rows", str(rows), "--stage2-rows-weight", "1000"]))
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert info["corpus"]["s2_rows"] == {"tool": 3} and info["args"]["stage2_rows"] == str(rows)
+    assert "stage2/loss/s2_rows" in _tags(tmp_path / "runs")
+    with pytest.raises(SystemExit, match="one prior"):
+        sft.main(sft.parse_args(argv + ["--tool-prior", "both", "--stage2-rows", str(rows)]))
 
 
 def test_stage1_horizon_keeps_time_for_stage2():

@@ -418,6 +418,12 @@ class Args:
                                                        "size), about 333 videos: a build trained through several "
                                                        "native steps on them answered those 0.99 from the overview "
                                                        "and unseen videos 0.71"})
+    stage2_rows: str = field(default="", metadata={"help": "stage 2: one more part, read from a folder of corpus "
+                                                 "chunks (chunk_*.npz), e.g. a model's own rollouts written by "
+                                                 "benchmarks/results/self_distill/self_distill.py --rows-out; trained "
+                                                 "on, the rollouts of the start model hold the build near it"})
+    stage2_rows_weight: float = field(default=1.0, metadata={"help": "--stage2-rows' sampling weight (1: as often as "
+                                                             "its share of the batches)"})
     stage2_direct: int = field(default=150, metadata={"help": "stage 2: ParaVT-format direct answers"})
     stage2_frame: int = field(default=20, metadata={"help": "stage 2: single-frame captions (rehearsal)"})
     stage2_caption: int = field(default=30, metadata={"help": "stage 2: crop captions (keeps the sub-agent skill)"})
@@ -765,6 +771,14 @@ class Records:
 
     def kinds(self) -> dict[str, int]:
         return {KINDS[k]: int(c) for k, c in zip(*np.unique(self.kind, return_counts=True))}
+
+
+def stage2_rows(folder: str) -> Records:
+    """--stage2-rows: every chunk in ``folder``; a folder without chunks is an error, not an empty part."""
+    path = Path(folder)
+    if not path.is_dir() or not any(path.glob("chunk_*.npz")):
+        raise SystemExit(f"--stage2-rows {folder}: no chunk_*.npz there (write them with self_distill.py --rows-out)")
+    return Records.load(path)
 
 
 class Batcher:
@@ -1115,6 +1129,8 @@ def main(args: Args) -> Path:
     if not args.drill_decisions and not (args.stage1_direct_needle or args.stage1_reading):
         raise SystemExit("--drill-decisions false shapes the drills (--stage1-reading, --stage1-direct-needle), "
                          "which this run has none of")
+    if args.tool_prior == "both" and args.stage2_rows:
+        raise SystemExit("--stage2-rows are one model's rollouts: build one prior with them (--tool-prior strong or weak)")
     if args.tool_prior == "both" and (args.stage2_native_share or args.stage2_native_traces):
         raise SystemExit("--stage2-native-share/-traces shape one prior's cold start (the two priors share one "
                          "corpus): build that prior alone with --tool-prior strong or weak")
@@ -1161,6 +1177,11 @@ def main(args: Args) -> Path:
         if limit == 0:
             continue
         parts[name] = Records.load(cdir / name, limit).to(tr.device)
+    if args.stage2_rows:
+        parts["s2_rows"] = stage2_rows(args.stage2_rows).to(tr.device)
+        if len(parts["s2_rows"]) and int(parts["s2_rows"].ids.max()) >= len(tok):
+            raise SystemExit(f"--stage2-rows {args.stage2_rows}: token ids up to {int(parts['s2_rows'].ids.max())}, "
+                             f"beyond this build's {len(tok)}-token vocabulary: rows written with another tokenizer")
     print(f"[sft] {args.tool_prior}: corpus ready in {t_corpus:.0f} s ({cdir}): " + ", ".join(
         f"{n} {len(r)}" for n, r in sorted(parts.items())), file=sys.stderr)
     for name, recs in parts.items():
@@ -1216,7 +1237,8 @@ def main(args: Args) -> Path:
                next_steps=args.stage2_steps, next_share=args.stage2_share,
                lead_part="s1_recall", lead_steps=args.recall_warmup_steps, lead_lr=args.recall_warmup_lr,
                lead_share=args.recall_warmup_share)
-    s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {}, args.stage2_steps, args.stage2_lr,
+    s2 = Stage("stage2", {n: r for n, r in parts.items() if n.startswith("s2_")}, {"s2_rows": args.stage2_rows_weight},
+               args.stage2_steps, args.stage2_lr,
                end_by=deadline - 10.0 if args.stage2_fit else math.inf)
     def stopped_early(stage_name, r, alloc_s):
         """Out of time: keep what is learned (``base`` after a cut stage 1; ``cold_start`` marked

@@ -83,7 +83,7 @@ from paravt_env.rewards import accuracy_reward, is_correct
 from paravt_env.sources import Frames, SyntheticDataset  # noqa: F401
 from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES, parse_caption, uniform_timestamps
 
-KINDS = ("frame", "caption", "direct", "tool", "recall", "presence", "sighting")
+KINDS = ("frame", "caption", "direct", "tool", "recall", "presence", "sighting", "rollout")  # rollout: a model wrote it
 DIALECTS = ("paravt", "native")
 GATING = (4, 8, 16, 32, 64)
 READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the responses name
@@ -1173,6 +1173,18 @@ def pack_records(records: list[dict]) -> dict[str, np.ndarray]:
                 frames=np.concatenate(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8),
                 tok_off=tok_off, img_off=img_off,
                 kind=np.array([KINDS.index(r["kind"]) for r in records], np.int8))
+
+
+def rollout_record(token_ids, generated_mask, images) -> dict:
+    """A conversation a model played (its token ids, the tokens it generated, its images in order) as a
+    training record whose targets are the generated tokens: trained on a model's own samples, a corpus part of
+    these holds the trainee near that model (the forward KL to it, in data form)."""
+    frames = np.stack(images).astype(np.uint8) if len(images) else np.zeros((0, 1, 1, 3), np.uint8)
+    if len(generated_mask) != len(token_ids):
+        raise ValueError(f"a rollout record needs one generated-mask entry per token: {len(generated_mask)} for "
+                         f"{len(token_ids)} tokens")
+    return dict(ids=np.asarray(token_ids, np.int32), mask=np.asarray(generated_mask, np.bool_), frames=frames,
+                kind="rollout", len=len(token_ids))
 
 
 RECALL_MARKS = (">", "<", "|")  # forward query, backward query, span fence: one token each in our tokenizers

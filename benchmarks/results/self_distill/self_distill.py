@@ -28,7 +28,7 @@ from para_grpo import Args  # noqa: E402
 from trainers.core import (Dist, evaluation_records, load_policy, play_episodes, resolve_model,  # noqa: E402
                            starting_build_record)
 from trainers.rollouts import episode_record, episode_stats, make_env  # noqa: E402
-from agents.lmm.corpus import NATIVE_OPENERS, revoice_native  # noqa: E402
+from agents.lmm.corpus import NATIVE_OPENERS, pack_records, revoice_native, rollout_record  # noqa: E402
 from agents.lmm.policy import DEFAULT_PREFIX  # noqa: E402
 from agents.lmm.tokenizer import SPECIAL_TOKENS, STRUCTURAL_TAGS  # noqa: E402
 
@@ -123,6 +123,15 @@ def play(policy, args, split: str, first: int, n: int, pool: int, temperature: f
     return out
 
 
+def write_rows(convs, folder: Path) -> None:
+    """The conversations as one corpus chunk (``agents.lmm.corpus.rollout_record``), written atomically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    packed = pack_records([rollout_record(c.token_ids, c.generated_mask, c.images) for c in convs])
+    tmp = folder / "chunk_00000.tmp.npz"
+    np.savez(tmp, **packed)
+    tmp.replace(folder / "chunk_00000.npz")
+
+
 def evaluate(policy, args, first: int, n: int, temperature: float) -> dict:
     args = dataclasses.replace(args, eval_temperature=temperature, eval_first_episode=first, eval_episodes=n)
     envs = [make_env(args, "validation", policy) for _ in range(min(n, 64))]
@@ -147,6 +156,10 @@ def main():
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy rollouts")
     p.add_argument("--keep", choices=("correct", "all"), default="correct")
     p.add_argument("--train-tags", action="store_true", help="train the grammar's tags too")
+    p.add_argument("--families", default="", help="comma list: keep only episodes of these question families")
+    p.add_argument("--rows-out", default="", help="write the kept conversations (every generated token a target) as a "
+                   "corpus part, DIR/chunk_00000.npz, for trainers/sft.py --stage2-rows, and stop: played at T = 1, the "
+                   "rows hold a build near the playing model")
     p.add_argument("--openers", choices=("loss", "out", "split"), default="loss",
                    help="each turn's first generated token, the think line's opener, where the native dialect's openers "
                    "compete with the ParaVT lines: 'loss' trains it like any word; 'out' treats it as a tag (out of the "
@@ -186,7 +199,9 @@ def main():
         print("start", json.dumps(start_eval), flush=True)
     t0 = time.perf_counter()
     rs = play(policy, args, "train", a.first, a.episodes, a.pool, a.temperature, seed=20_000 + a.seed)
-    kept = [r.conv for r in rs if a.keep == "all" or r.info.get("correct")]
+    families = {f for f in a.families.split(",") if f}
+    kept = [r.conv for r in rs if (a.keep == "all" or r.info.get("correct"))
+            and (not families or r.info.get("family") in families)]
     if a.native_revoice:
         revoice_rng = np.random.default_rng(a.seed)
         voiced = [revoice_conversation(c, policy.tokenizer, revoice_rng) if revoice_rng.random() < a.native_revoice
@@ -197,6 +212,11 @@ def main():
                       **episode_stats([episode_record(r) for r in rs],
                                       per_family=True)}
     print(json.dumps(report["play"]), flush=True)
+    if a.rows_out:
+        write_rows(kept, Path(a.rows_out))
+        report["rows_out"] = a.rows_out
+        (Path(a.rows_out) / "report.json").write_text(json.dumps(report, indent=1))
+        return
     tok = policy.tokenizer
     untrained = set() if a.train_tags else {tok.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS}
     untrained |= {tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}

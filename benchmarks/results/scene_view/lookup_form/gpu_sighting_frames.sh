@@ -20,9 +20,25 @@ DATA="--preset gpu --tool-prior strong --init-from $START --budgets 4,8,16 --sta
   --stage2-tool ${TOOL:-6000} --stage2-direct ${DIRECT:-2000} --stage2-frame ${FRAME:-1000}
   --stage2-caption ${CAPTION:-3000} --stage2-sighting ${N:-40000} --sighting-frames true
   --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --progress false"
+# ROWS_EPISODES=N: while the corpus renders, $START plays N train episodes at T = ${ROWS_T:-1.0} on the GPU (its own
+# sub-agent; families ${ROWS_FAMILIES:-all}) into /tmp/rows, rows a variant trains beside the rest with
+# "--stage2-rows /tmp/rows": the forward KL to $START in data form. GPU_CHECK=1 also runs the kept-cache sampler
+# tests on the GPU meanwhile ($R/gpu_check.log).
+if [ -n "${ROWS_EPISODES:-}" ]; then
+  python3 benchmarks/results/self_distill/self_distill.py --model "$START" --device cuda --out /tmp/rows_play \
+    --rows-out /tmp/rows --episodes "$ROWS_EPISODES" --pool 256 --temperature "${ROWS_T:-1.0}" --keep all \
+    --families "${ROWS_FAMILIES:-}" --eval-episodes 0 > "$R/rows.log" 2>&1 &
+fi
+if [ -n "${GPU_CHECK:-}" ]; then
+  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_graph_decode.py tests/test_lmm.py \
+    -k "graph or kept_cache or cuda or past_key" > "$R/gpu_check.log" 2>&1 &
+fi
 # shellcheck disable=SC2086  # DATA is a list of flags
 python3 trainers/sft.py $DATA --stage2-steps 0 --workers 15 --out /tmp/corpus_only > "$R/corpus.log" 2>&1
-echo "corpus done at $(( $(date +%s) - T0 )) s"
+wait
+echo "corpus (and rows) done at $(( $(date +%s) - T0 )) s"
+[ -n "${ROWS_EPISODES:-}" ] && grep -v -E "^played|Loading" "$R/rows.log" | tail -2 | cut -c1-400
+[ -n "${GPU_CHECK:-}" ] && tail -3 "$R/gpu_check.log"
 VARIANTS=${VARIANTS:-"fA:--batch-size 64 --batch-tokens 98304 --stage2-lr 1e-3|fB:--batch-size 64 --batch-tokens 98304 --stage2-lr 3e-4"}
 fit_variants "$DATA" "${TRAIN_S:-430}"
 # shellcheck disable=SC2086  # NAMES is a list of names
