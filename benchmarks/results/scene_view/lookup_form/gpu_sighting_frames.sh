@@ -21,13 +21,17 @@ DATA="--preset gpu --tool-prior strong --init-from $START --budgets 4,8,16 --sta
   --stage2-caption ${CAPTION:-3000} --stage2-sighting ${N:-40000} --sighting-frames true
   --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --progress false"
 # ROWS_EPISODES=N: while the corpus renders, $START plays N train episodes at T = ${ROWS_T:-1.0} on the GPU (its own
-# sub-agent; families ${ROWS_FAMILIES:-all}) into /tmp/rows, rows a variant trains beside the rest with
-# "--stage2-rows /tmp/rows": the forward KL to $START in data form. GPU_CHECK=1 also runs the kept-cache sampler
-# tests on the GPU meanwhile ($R/gpu_check.log).
+# sub-agent) once per set of $ROWS_SETS ("name:families|...", families a comma list, empty for all; default "all:"),
+# keeping the episodes of those families as rows in /tmp/rows_NAME, which a variant trains beside the rest with
+# "--stage2-rows /tmp/rows_NAME": the forward KL to $START in data form. GPU_CHECK=1 also runs the kept-cache
+# sampler tests on the GPU meanwhile ($R/gpu_check.log).
 if [ -n "${ROWS_EPISODES:-}" ]; then
-  python3 benchmarks/results/self_distill/self_distill.py --model "$START" --device cuda --out /tmp/rows_play \
-    --rows-out /tmp/rows --episodes "$ROWS_EPISODES" --pool 256 --temperature "${ROWS_T:-1.0}" --keep all \
-    --families "${ROWS_FAMILIES:-}" --eval-episodes 0 > "$R/rows.log" 2>&1 &
+  IFS='|' read -r -a row_sets <<< "${ROWS_SETS:-all:}"
+  for set in "${row_sets[@]}"; do
+    python3 benchmarks/results/self_distill/self_distill.py --model "$START" --device cuda --out "/tmp/play_${set%%:*}" \
+      --rows-out "/tmp/rows_${set%%:*}" --episodes "$ROWS_EPISODES" --pool 256 --temperature "${ROWS_T:-1.0}" \
+      --keep all --families "${set#*:}" --eval-episodes 0 > "$R/rows_${set%%:*}.log" 2>&1 &
+  done
 fi
 if [ -n "${GPU_CHECK:-}" ]; then
   timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_graph_decode.py tests/test_lmm.py \
@@ -37,7 +41,7 @@ fi
 python3 trainers/sft.py $DATA --stage2-steps 0 --workers 15 --out /tmp/corpus_only > "$R/corpus.log" 2>&1
 wait
 echo "corpus (and rows) done at $(( $(date +%s) - T0 )) s"
-[ -n "${ROWS_EPISODES:-}" ] && grep -v -E "^played|Loading" "$R/rows.log" | tail -2 | cut -c1-400
+[ -n "${ROWS_EPISODES:-}" ] && for f in "$R"/rows_*.log; do echo "== $f"; grep '"episodes"' "$f" | cut -c1-300; done
 [ -n "${GPU_CHECK:-}" ] && tail -3 "$R/gpu_check.log"
 VARIANTS=${VARIANTS:-"fA:--batch-size 64 --batch-tokens 98304 --stage2-lr 1e-3|fB:--batch-size 64 --batch-tokens 98304 --stage2-lr 3e-4"}
 fit_variants "$DATA" "${TRAIN_S:-430}"
