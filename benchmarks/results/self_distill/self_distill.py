@@ -127,7 +127,7 @@ def write_rows(convs, folder: Path) -> None:
     """The conversations as one corpus chunk (``agents.lmm.corpus.rollout_record``), written atomically."""
     folder.mkdir(parents=True, exist_ok=True)
     packed = pack_records([rollout_record(c.token_ids, c.generated_mask, c.images) for c in convs])
-    tmp = folder / "chunk_00000.tmp.npz"
+    tmp = folder / "partial_chunk.npz"  # not chunk_*.npz: a killed write is never read as a chunk
     np.savez_compressed(tmp, **packed)  # the frames are flat colours: about 20x smaller
     tmp.replace(folder / "chunk_00000.npz")
 
