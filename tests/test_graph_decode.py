@@ -366,3 +366,25 @@ def test_a_model_that_names_its_cache_past_key_values_samples_the_same(shared):
     (seqs, lps), (older_seqs, older_lps) = runs
     assert torch.equal(seqs, older_seqs)
     torch.testing.assert_close(older_lps, lps, atol=1e-5, rtol=0)
+
+
+def test_autocast_sampling_on_an_older_transformers_says_why_it_cannot(monkeypatch):
+    """Under autocast RoPE leaves the cached keys float32 while the values are bfloat16. transformers < 5.24 allocates
+    a StaticCache layer's values in its keys' dtype, and the first write failed in index_copy_ (the GPU machine's 5.17).
+    The sampler now names the version instead; on this version it samples."""
+    import transformers
+    model = grouped_model()
+    batch = {"input_ids": torch.randint(1, 300, (2, 6), generator=torch.Generator().manual_seed(1)),
+             "attention_mask": torch.ones(2, 6, dtype=torch.long)}
+    real = tuple(int(x) for x in transformers.__version__.split(".")[:2])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        if real >= (5, 24):  # the release setup.py asks for
+            seqs, _ = graph_decode.sample(model, graph_decode.KeptCaches(model), batch, max_new_tokens=3,
+                                          do_sample=False)
+            assert seqs.shape == (2, 9)
+        monkeypatch.setattr(transformers, "__version__", "5.17.0")
+        with pytest.raises(RuntimeError, match="transformers >= 5.24"):
+            graph_decode.sample(model, graph_decode.KeptCaches(model), batch, max_new_tokens=3, do_sample=False)
+    # without autocast the older release is fine: no check
+    seqs, _ = graph_decode.sample(model, graph_decode.KeptCaches(model), batch, max_new_tokens=3, do_sample=False)
+    assert seqs.shape == (2, 9)

@@ -137,6 +137,8 @@ class KeptCaches:
         if entry is None:
             from transformers import StaticCache
 
+            if key[2] is not None:
+                _check_autocast_cache_support()
             cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
             entry = self.entries[key] = KeptDecoder(cache, *key[:3], prefix_shape=prefix,
                                                     cache_argument=cache_argument(self.model))
@@ -457,6 +459,20 @@ def _check_fused_forward(module, kind: str, fused: Callable):
 def _set_cache_length(cache, n: int):
     for layer in cache.layers:
         layer.cumulative_length.fill_(n)
+
+
+def _check_autocast_cache_support() -> None:
+    """Under autocast the keys a layer caches are float32 (RoPE's float32 tables promote them) while its values are
+    the autocast dtype. transformers < 5.24 allocates a StaticCache layer's values in its keys' dtype, and the first
+    write of values fails deep in index_copy_; say why instead."""
+    import transformers
+
+    version = tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
+    if version < (5, 24):
+        raise RuntimeError(f"the kept-cache samplers under autocast (--dtype bf16 with hf-static or hf-graph*) need "
+                           f"transformers >= 5.24: {transformers.__version__}'s StaticCache keeps values in the keys' "
+                           "dtype, and under autocast RoPE leaves the keys float32 while the values are the autocast "
+                           "dtype. Upgrade transformers, or use --dtype fp32 or the hf backend")
 
 
 def cache_argument(model) -> str:
