@@ -651,26 +651,24 @@ def test_batched_loss_equals_policy_nll_and_gradients(records, policy, tmp_path)
     model.zero_grad()
 
 
-def test_rollout_rows_train_exactly_the_tokens_the_model_sampled(corpora, policy, tmp_path):
+@pytest.fixture
+def sampling_policy(policy):
+    """``policy`` as the trainers load one: an untrained model must not sample image tokens."""
+    from trainers.core import FORBIDDEN_TOKENS, suppress_tokens
+    hook = suppress_tokens(policy.model, [policy.tokenizer.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
+    yield policy
+    hook.remove()
+
+
+def test_rollout_rows_train_exactly_the_tokens_the_model_sampled(corpora, sampling_policy, tmp_path):
     """A conversation the policy played (frames, a prompt, two sampled turns with a tool response between), written
     as a rollout record and loaded as a corpus part: its training loss is the policy's mean NLL at T = 1 over the
     tokens it sampled, and nothing else is a target."""
     from agents.lmm.corpus import pack_records, rollout_record
-    from trainers.core import FORBIDDEN_TOKENS, suppress_tokens
-    sft = _sft()
-    # as the trainers load a policy: an untrained model must not sample image tokens
-    hook = suppress_tokens(policy.model, [policy.tokenizer.convert_tokens_to_ids(t) for t in FORBIDDEN_TOKENS])
-    try:
-        _play_and_check_rollout_rows(sft, corpora, policy, tmp_path, pack_records, rollout_record)
-    finally:
-        hook.remove()
-
-
-def _play_and_check_rollout_rows(sft, corpora, policy, tmp_path, pack_records, rollout_record):
+    sft, policy = _sft(), sampling_policy
     sample = next(s for s in corpora[1] if s.kind == "direct")
     prompt = [m for m in sample.messages if m["role"] != "assistant"]
     conv = policy.start(prompt)
-    policy.extend(conv, [], add_generation_prompt=False)
     first = policy.generate([conv], temperature=1.0, max_new_tokens=12, seed=3)[0]
     conv.append_completion(first)
     policy.extend(conv, [{"role": "user", "content": "a tool response"}])
