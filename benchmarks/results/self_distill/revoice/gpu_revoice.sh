@@ -8,13 +8,15 @@
 #   run(command="bash benchmarks/results/self_distill/revoice/gpu_revoice.sh", carry=[".whl"])  (replace mode)
 #   run(command="MODE=add SHARES=1.0 VARIANTS=1e-4:500:0 EVAL_EPISODES=0 DRAWS=8 bash benchmarks/results/self_distill/revoice/gpu_revoice.sh", carry=[".whl"])
 # (little device time was left for the second: its 0-119 evaluation, perception and README run ran on this CPU).
+# START=DIR plays and fine-tunes from DIR instead of the shipped strong cold start (share 0 = plain sharpening);
+# DIR itself is then evaluated beside the variants, as "start".
 . benchmarks/results/presence/device_lib.sh && install_carried_wheels
 MODE=${MODE:-replace}
 SHARES=${SHARES:-"0.5 0.65"}
 for s in $SHARES; do
   timeout "${DEADLINE_S:-330}" python3 benchmarks/results/self_distill/self_distill.py --out "/tmp/rv_$MODE$s" \
     --device cuda --episodes 2048 --pool 256 --variants "${VARIANTS:-1e-4:150:0,1e-4:300:0}" --batch 32 \
-    --eval-episodes "${EVAL_EPISODES:-120}" --native-revoice "$s" --revoice-mode "$MODE" --no-start-eval 2>&1 \
+    --eval-episodes "${EVAL_EPISODES:-120}" --native-revoice "$s" --revoice-mode "$MODE" --no-start-eval ${START:+--model "$START"} 2>&1 \
     | grep -v -E "Loading weights|Writing model|played|step [0-9]+/" > "$OUT/log_$MODE$s.txt" &
 done
 wait
@@ -33,8 +35,12 @@ for s in $SHARES; do
     MODELS="${MODELS:+$MODELS,}$d/cold_start"; NAMES="${NAMES:+$NAMES,}$n"
   done
 done
+[ -n "$START" ] && MODELS="$START,$MODELS" NAMES="start,$NAMES"
 python3 benchmarks/eval_draws.py --models "$MODELS" --names "$NAMES" --episodes 24 --draws "${DRAWS:-12}" --device cuda \
-  --out /tmp/draws 2>&1 | grep -v -E "Loading|it/s|s/it" | tail -12 > "$OUT/draws.txt"
+  --out "$OUT/draws24" 2>&1 | grep -v -E "Loading|it/s|s/it" | tail -12 > "$OUT/draws.txt"
+# DRAWS120=N: the same models on episodes 0-119, N draws each (the shipping rule's episodes)
+[ "${DRAWS120:-0}" -gt 0 ] && python3 benchmarks/eval_draws.py --models "$MODELS" --names "$NAMES" --episodes 120 \
+  --draws "$DRAWS120" --device cuda --out "$OUT/draws120" 2>&1 | grep -v -E "Loading|it/s|s/it" | tail -12 > "$OUT/draws120.txt"
 wait
 for f in /tmp/prior_"$MODE"*.md; do echo "== $f"; grep -E "^\| strong" "$f"; done > "$OUT/prior.txt" 2>&1
 [ "${PERCEPTION:-0}" = 1 ] && for f in /tmp/perc_"$MODE"*.log; do echo "== $f"; tail -14 "$f"; done > "$OUT/perception.txt" 2>&1
