@@ -461,14 +461,20 @@ def _set_cache_length(cache, n: int):
         layer.cumulative_length.fill_(n)
 
 
+def transformers_release() -> tuple[int, ...]:
+    """The installed transformers' (major, minor), e.g. (5, 24)."""
+    import transformers
+
+    return tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
+
+
 def _check_autocast_cache_support() -> None:
     """Under autocast the keys a layer caches are float32 (RoPE's float32 tables promote them) while its values are
     the autocast dtype. transformers < 5.24 allocates a StaticCache layer's values in its keys' dtype, and the first
     write of values fails deep in index_copy_; say why instead."""
     import transformers
 
-    version = tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
-    if version < (5, 24):
+    if transformers_release() < (5, 24):
         raise RuntimeError(f"the kept-cache samplers under autocast (--dtype bf16 with hf-static or hf-graph*) need "
                            f"transformers >= 5.24: {transformers.__version__}'s StaticCache keeps values in the keys' "
                            "dtype, and under autocast RoPE leaves the keys float32 while the values are the autocast "
