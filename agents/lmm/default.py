@@ -5,12 +5,11 @@
     path = default_checkpoint("strong")      # cold-start checkpoint directory (TransformersPolicy(path))
 
 Lookup order for ``default_checkpoint(prior)`` (no build overrides given):
-1. a checkpoint SHIPPED in the repo: ``agents/lmm/checkpoints/tiny-<prior>/cold_start``, the GPU
-   build of both priors on one H200 (``python trainers/sft.py --preset gpu --tool-prior both
-   --out DIR``, then ``DIR/<prior>/{cold_start,sft_args.json}`` copied to
-   ``agents/lmm/checkpoints/tiny-<prior>/``; 7.8 MB of weights each (8 layers), with the build record
-   ``sft_args.json`` next to ``cold_start/`` (weak) or inside it (strong, since it was built by a step that
-   writes its record into the checkpoint), so evaluation recovers the world settings: 56x56 frames, crop size, K).
+1. a checkpoint SHIPPED in the repo: ``agents/lmm/checkpoints/tiny-<prior>/cold_start``, the end of a
+   chain of ``trainers/sft.py`` builds, mostly on one GPU (the README's "shipped cold starts" names each
+   step); 7.8 MB of weights each (8 layers), with the build record ``sft_args.json`` inside
+   ``cold_start/`` (its ``parent`` chain holds every build it continued), so evaluation recovers the
+   world settings: 56x56 frames, crop size, K).
    ``PARAVT_NO_SHIPPED=1`` skips it.
 2. the cache ``$PARAVT_CACHE`` or ``~/.cache/paravt-gym/tiny-lmm-v<BUILD_VERSION>-<prior>``;
 3. otherwise the CPU build (``trainers/sft.py``, preset ``cpu``) runs into the cache; later calls

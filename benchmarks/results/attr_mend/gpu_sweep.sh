@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One device call: mend.sh's variants ($VARIANTS, "NAME:extra flags|...") built side by side on one GPU, then each
+# one's tool prior (${PRIOR:-strong}) and perception on three held-out draws (lib.sh's measure_variants). Results come
+# back as $OUT/r.tgz, the checkpoints named in $KEEP as $OUT/mend_NAME.tgz. The default variants are the second call's;
+# README.md beside this file lists every call's VARIANTS.
+set -u
+. benchmarks/results/presence/device_lib.sh && start_device_call
+. benchmarks/results/attr_mend/lib.sh
+export PYTHON=python3
+BIG="--stage1-lr 1e-4 --stage1-steps 300 --batch-size 64 --stage1-direct-needle 4000 --stage1-caption 2000 --stage1-frame 1000"
+VARIANTS=${VARIANTS:-"c:--stage1-steps 300 --stage1-direct-needle 4000|f:$BIG|g:$BIG --stage1-steps 600 --stage1-direct-needle 8000 --stage1-caption 4000 --stage1-frame 2000|h:$BIG --stage1-lr 2e-4|i:$BIG --drill-weight 2"}
+build_variants benchmarks/results/attr_mend/mend.sh --device cuda --amp false --workers "${WORKERS:-2}" --progress false
+measure_variants "${PRIOR:-strong}"
+finish
