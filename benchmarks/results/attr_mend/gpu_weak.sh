@@ -14,6 +14,7 @@ WEAK="--init-from $W --preset cpu --device cuda --amp false --workers 4 --progre
   --presence-think true --direct-think scene_chain --native-think fixed --stage1-steps 100000 --warmup 20
   --stage2-steps 0 --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0"
 VARIANTS=${VARIANTS:-"w1:--seed 10 --stage1-lr 1e-4 --batch-size 32|w2:--seed 11 --stage1-lr 1e-4 --batch-size 64|w3:--seed 12 --stage1-lr 5e-5 --batch-size 64"}
-build_variants python3 trainers/sft.py $WEAK
+mends /tmp/m "$WEAK"
+echo "builds done at $(( $(date +%s) - T0 )) s"
 SEED0_ARGS="--frames 128 --crops 128 --env-default-crops 0 --tool-episodes 0" EVAL_S=${EVAL_S:-150} measure_variants weak
 KEEP=${KEEP-$NAMES} finish

@@ -1,20 +1,5 @@
 # Shared by gpu_sweep.sh and gpu_weak.sh (source it from the repository root, on the device machine, after
-# benchmarks/results/presence/device_lib.sh's start_device_call).
-
-# build_variants CMD...: CMD ARGS --out /tmp/m/NAME (a trainers/sft.py command line) for each "NAME:ARGS" of $VARIANTS ('|'-separated), side by side, logs in
-# $R/mend_NAME.log; sets NAMES.
-build_variants() {
-  local spec specs
-  IFS='|' read -r -a specs <<< "$VARIANTS"
-  NAMES=""
-  for spec in "${specs[@]}"; do
-    NAMES="$NAMES ${spec%%:*}"
-    # shellcheck disable=SC2068,SC2086  # the command and a variant's args are lists of words
-    $@ ${spec#*:} --out "/tmp/m/${spec%%:*}" > "$R/mend_${spec%%:*}.log" 2>&1 &
-  done
-  wait
-  echo "builds done at $(( $(date +%s) - T0 )) s"
-}
+# benchmarks/results/presence/device_lib.sh's start_device_call; its mends builds the variants and sets $NAMES).
 
 # measure_variants PRIOR: for each of $NAMES, side by side, each stopped after ${EVAL_S:-400} s: the tool prior of
 # PRIOR (strong|weak; K = 64, 96 episodes, greedy and T = 0.7), perception on draw 0 with $SEED0_ARGS (default: the

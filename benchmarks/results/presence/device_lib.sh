@@ -15,15 +15,16 @@ start_device_call() {
   START=${START:-agents/lmm/checkpoints/tiny-strong/cold_start}
 }
 
-# mends ROOT ARGS: trainers/sft.py with ARGS plus each variant's own args, one per variant of $VARIANTS
-# ("name:extra sft args|...", on one line), side by side, into ROOT/name (logs $R/mend_name.log); sets NAMES to the variants.
+# mends ROOT ARGS: trainers/sft.py (or $SFT, a command that takes its flags) with ARGS plus each variant's own args,
+# one per variant of $VARIANTS ("name:extra sft args|...", on one line), side by side, into ROOT/name (logs
+# $R/mend_name.log); sets NAMES to the variants.
 mends() {
   local root=$1 args=$2 spec specs
   IFS='|' read -r -a specs <<< "$VARIANTS"
   NAMES=$(for spec in "${specs[@]}"; do echo "${spec%%:*}"; done)
   for spec in "${specs[@]}"; do
     # shellcheck disable=SC2086  # args and a variant's args are lists of flags
-    python3 trainers/sft.py $args ${spec#*:} --out "$root/${spec%%:*}" > "$R/mend_${spec%%:*}.log" 2>&1 &
+    ${SFT:-python3 trainers/sft.py} $args ${spec#*:} --out "$root/${spec%%:*}" > "$R/mend_${spec%%:*}.log" 2>&1 &
   done
   wait
 }
