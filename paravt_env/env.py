@@ -64,7 +64,8 @@ counts them: ``num_tool_calls`` = calls that executed (a crop ran and went to th
 turn or the last allowed turn, or past the per-turn limit, is emitted only), ``tool_calls_per_turn`` =
 executed calls of each assistant turn. At the end: ``reward_components``, ``format_reward`` (this env's
 ``reward_config``), ``format_reward_common`` (the released PARA-GRPO format on the same text, the metric
-that compares runs trained on different rewards), ``correct``, ``answer``.
+that compares runs trained on different rewards), ``format_reward_common_generated`` (that format on the
+agent's own tokens alone, as the released code reads a response), ``correct``, ``answer``.
 """
 
 from __future__ import annotations
@@ -388,6 +389,9 @@ class ParaVTLongVideoEnv(gym.Env):
             # the released PARA-GRPO format on the same text, whatever this env's reward_config: one
             # format metric that ablation rows trained on different rewards can be compared by
             "format_reward_common": common_format_reward(self.trajectory),
+            # the same format read as the released code reads it: the agent's own tokens only (no prefilled
+            # <think>, no tool responses)
+            "format_reward_common_generated": common_format_reward(self.agent_text),
             "correct": breakdown.correct,
             "answer": parsed.answer,
         }

@@ -541,8 +541,8 @@ def test_killed_sweep_runs_resume_and_a_held_run_names_its_holder(tmp_path, caps
     from trainers import sweep
 
     out = tmp_path / "out"
-    cmd = ["--rows", "cold_start,grpo", "--out", str(out), "--no-progress",
-           *("--strong-model" if a == "--model" else a for a in TINY)]  # the sweep's own flag for the model
+    cmd = ["--rows", "cold_start,grpo", "--out", str(out), "--no-progress", "--eval-first-episode", "40",
+           "--eval-episodes", "2", *("--strong-model" if a == "--model" else a for a in TINY)]  # the sweep's model flag
     p = train_subprocess(None, kill="latest_write:4", script="trainers/sweep.py", args=cmd)
     assert p.returncode == 0 and p.stderr.count("failed (exit -9)") + p.stdout.count("failed (exit -9)") == 2
     runs = {row: out / "runs" / f"{row}__s1" for row in ("cold_start", "grpo")}

@@ -1037,6 +1037,11 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         elapsed = time.perf_counter() - t0
         metrics = {f"train/{k}": v for k, v in upd.items()}
         metrics["train/advantage_abs"] = float(np.mean(np.abs(adv)))
+        # why a step may not learn: a group whose G rewards are all equal has no advantage to follow
+        spread_in_group = [float(np.std([r.reward for r, g in zip(rollouts, groups) if g == k]))
+                           for k in sorted(set(groups))]
+        metrics["train/groups_without_signal"] = float(np.mean([s < 1e-9 for s in spread_in_group]))
+        metrics["train/reward_std_in_group"] = float(np.mean(spread_in_group))
         metrics["train/main_tokens_per_rollout"] = float(np.mean([r.main_tokens for r in rollouts]))
         metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
         metrics = reduce_metrics(metrics, dist)

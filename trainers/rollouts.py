@@ -173,6 +173,7 @@ def episode_record(r: Rollout) -> dict:
             "correct": float(bool(info.get("correct", False))),
             "format_reward": float(info.get("format_reward", 0.0)),
             "format_reward_common": float(info.get("format_reward_common", 0.0)),
+            "format_reward_common_generated": float(info.get("format_reward_common_generated", 0.0)),
             "executed": float(info.get("num_tool_calls", 0)), "emitted": float(info.get("num_tool_calls_emitted", 0)),
             "calls_per_turn": list(info.get("tool_calls_per_turn", [])),
             "frame_budget": float(info.get("frame_budget", 0)),
@@ -187,13 +188,16 @@ def episode_stats(records: Sequence[dict], per_family: bool = False) -> dict[str
     answering turn or the last allowed turn, or past the per-turn limit, is emitted, not executed).
     parallel_turn_fraction: of the turns that executed >= 1 call, the share that executed >= 2
     (pooled over the rollouts; 0 when no turn executed a call). format_reward is the row's own
-    reward configuration; format_reward_common the released PARA-GRPO format on the same text."""
+    reward configuration; format_reward_common the released PARA-GRPO format on the same text, and
+    format_reward_common_generated that format on the agent's own tokens alone (the released reading)."""
     def mean(key):
         return float(np.mean([x[key] for x in records])) if records else 0.0
 
     turns = [n for x in records for n in x["calls_per_turn"] if n >= 1]
     out = {"reward": mean("reward"), "accuracy": mean("correct"), "format_reward": mean("format_reward"),
-           "format_reward_common": mean("format_reward_common"), "tool_calls_per_rollout": mean("executed"),
+           "format_reward_common": mean("format_reward_common"),
+           "format_reward_common_generated": mean("format_reward_common_generated"),
+           "tool_calls_per_rollout": mean("executed"),
            "tool_calls_emitted_per_rollout": mean("emitted"),
            "parallel_turn_fraction": float(np.mean([n >= 2 for n in turns])) if turns else 0.0,
            "frame_budget": mean("frame_budget")}

@@ -1,58 +1,78 @@
-"""The Tool Prior Paradox ablations as one command: every row x seed a trainer run, then a report.
+"""The Tool Prior Paradox ablations as one command: every row x seed a trainer run, every checkpoint evaluated
+under one protocol, then a report with a verdict per claim.
 
     python trainers/sweep.py --preset cpu                       # 2-core CPU: 5 rows, 1 seed, short (see --help)
-    python trainers/sweep.py --preset paper --device cuda --jobs 24 --out benchmarks/results/reproduction
+    python trainers/sweep.py --preset paper --device cuda --jobs 12 --out runs/reproduction
+    python trainers/sweep.py --preset paper-long --device cuda --jobs 12 --out runs/reproduction_long
     python trainers/sweep.py --rows grpo,full --seeds 1,2 --total-steps 30     # any trainer flag goes to every run
-    python trainers/sweep.py --report-only --out DIR            # rebuild the tables and plots from DIR/runs
+    python trainers/sweep.py --report-only --preset paper --out DIR            # rebuild the report from DIR
     python trainers/sweep.py --preset paper --strong-model QWEN_SFT_STRONG --weak-model QWEN_SFT_WEAK \
         --learning-rate 2e-6 --source train.jsonl --eval-source val.jsonl --device cuda   # your own checkpoints
 
-Rows (the paper's ablation table and its contrasts; each row is a trainer script plus a few flags):
+Rows (the paper's ablation table and its contrasts; each row is a trainer script plus the flags that define it):
 
-================  ==========================================================================================
-cold_start        the shipped strong cold start, no RL: the same rollouts with learning rate 0 (no update)
-grpo              vanilla GRPO (trainers/grpo.py): no anchoring, no gating, K = 64
-anchoring         Exploration Anchoring only: think prefix, answer suffix, anchor bonus and penalty; K = 64
-gating            nFrames Gating only: vanilla format reward, K drawn per prompt
-full              PARA-GRPO (trainers/para_grpo.py)
-no_tool_reward    full minus R_tool
-no_gamma          full minus the unclosed-think penalty gamma
-anchor_logprob    full with the paper's token-level log-prob anchor instead of the released sequence bonus
-sequential        full with sequential dispatch (one crop per turn), same checkpoint (trainers/sequential_tool.py)
-weak_grpo         the weak-prior cold start under vanilla GRPO
-weak_full         the weak-prior cold start under PARA-GRPO
-full_oracle       full with the world's truthful caption as sub-agent (a control: perfect tool answers)
-released_scoring  full, the reward reading only the agent's own tokens as the release does (not in the
-                  paper preset; ``--rows released_scoring``)
-================  ==========================================================================================
+==================  ========================================================================================
+cold_start          the strong cold start, no RL: PARA-GRPO's rollouts with learning rate 0 (the matched
+                    baseline of anchoring and full)
+cold_start_vanilla  the same under vanilla GRPO's conditions (the matched baseline of grpo, grpo_released, gating)
+grpo                vanilla GRPO (trainers/grpo.py): no anchoring, no gating, K = 64
+grpo_released       vanilla GRPO scored as the released code scores it (its own tokens only, so never the
+                    executed-call tier of R_tool)
+anchoring           Exploration Anchoring only: think prefix, answer suffix, anchor bonus and penalty; K = 64
+gating              nFrames Gating only: vanilla format reward, K drawn per prompt
+full                PARA-GRPO (trainers/para_grpo.py)
+no_tool_reward      full minus R_tool
+no_gamma            full minus the unclosed-think penalty gamma
+anchor_logprob      full with the paper's token-level log-prob anchor instead of the released sequence bonus
+sequential          a training row: PARA-GRPO trained with sequential dispatch (trainers/sequential_tool.py)
+weak_grpo           the weak-prior cold start under vanilla GRPO
+weak_full           the weak-prior cold start under PARA-GRPO
+full_oracle         full with the world's truthful caption as sub-agent while training (a control)
+released_scoring    full, scored as released (not in the presets; ``--rows released_scoring``)
+==================  ========================================================================================
 
-R_tool is on in every row but no_tool_reward, as in the released code. Every row is evaluated with and
-without the sub-agent (``--eval-without-tools``).
+A row's defining flags cannot be overridden: a sweep flag that names one of them (``--learning-rate`` for
+cold_start, ``--think-prefix`` for grpo, ...) stops the sweep with the conflict named. ``--learning-rate``
+given to the sweep itself goes to every row that does not define its own.
 
-Each run is a trainer process (``--jobs`` at a time; on GPUs they are spread over the visible devices and
-share them) writing ``<out>/runs/<row>__s<seed>/`` (TensorBoard, checkpoints, history.json). Rerunning the
-same command skips finished runs and resumes partial ones from their last checkpoint (``--resume``), so a
-sweep can span several jobs that each end at a hard time limit (``--time-limit-s`` stops cleanly before).
-Each run is safe against a kill at any instant and has one writer (trainers/run_state.py): a run another
-process is writing (say a second sweep on the same ``--out``) fails with the holder's pid in its log
-line, and the rest of the sweep goes on.
+Evaluation (trainers/evaluation.py): the trainers do not evaluate; every row's checkpoints at steps
+``--eval-every``, 2 x ``--eval-every``, ... and the last step, and the starting model of each prior (once per
+seed, since it is the same model on the same episodes for every row), play the same ``--eval-episodes``
+validation episodes from ``--eval-first-episode`` under one protocol: K drawn per episode from
+{4, 8, 16, 32, 64}, no think prefix, parallel dispatch, T = 0.6, with the sub-agent and with no tool
+advertised; ``full`` also under sequential dispatch. A seed's evaluations sample with that seed's generation
+seeds, so the spread over seeds holds evaluation noise. Rows with learning rate 0 are the starting model.
 
-Report (``<out>/``): ``results.json`` (per row: seeds, and for f_tau, kappa, eval accuracy with and
-without the sub-agent, per-family accuracy: mean, std and a 95% t-interval over seeds, plus steps and
-wall time), ``results.md`` (the table), ``side_by_side.md`` (ours beside the paper's ablation),
-``claims.md`` (each claim of the paper checked against these numbers: yes / partly / no with the evidence),
-``curves.png`` (common format reward, executed calls and eval accuracy against step; one line per row, seeds
-as a band). f_tau = mean ``train/format_reward_common``
-(the released PARA-GRPO format applied to every row's rollouts at the training temperature) and kappa =
-mean ``train/tool_calls_per_rollout`` (executed sub-agent calls), both over the last quarter of steps.
+Runs: a trainer process per row x seed (``--jobs`` at a time, evaluation jobs beside them), writing
+``<out>/runs/<row>__s<seed>/`` (TensorBoard, checkpoints, history.json) and ``<out>/evals/``. On GPUs a job
+starts only while its GPU has ``--gpu-min-free-mb`` free, and a job that runs out of GPU memory is started
+again from its last checkpoint with one neighbour fewer. Rerunning the same command skips what is finished
+and resumes the rest (``--time-limit-s`` stops cleanly before a hard limit). Each run has one writer
+(trainers/run_state.py): a run another process is writing fails with the holder's pid, and the sweep goes on.
+
+Report (``<out>/``): ``results.json`` (``protocol``; one entry per row with f_tau, f_tau_generated, kappa,
+eval accuracy with and without the sub-agent, its change from the row's own step 0, at K = 4 and 64, each as
+mean, std, 95% t-interval and n over seeds; ``claims``: each claim of the paper with its verdict),
+``results.md``, ``side_by_side.md`` (beside the paper's table), ``claims.md``, ``curves.png`` (f_tau both
+ways, kappa and eval accuracy against step, seeds as bands) and ``REPRODUCTION.md`` (all of it as one page,
+rendered from results.json alone). f_tau = mean ``train/format_reward_common`` (the released PARA-GRPO format
+on the whole trajectory, whatever the row trains on) and f_tau_generated the same format on the agent's own
+tokens (the released reading); kappa = mean executed sub-agent calls per rollout; each over the last quarter
+of training steps. Verdicts (trainers/verdicts.py): a two-sided t-test over seeds, paired where rows share
+seeds (a seed draws the same prompts and evaluation samples in every row), at alpha 0.05: shown,
+contradicted, or not detectable, with p and the minimum detectable effect.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
+import hashlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,102 +83,191 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from trainers import verdicts  # noqa: E402
+from trainers.evaluation import Protocol  # noqa: E402
+
 # vanilla format: no prefix, default format weights, no anchor (R_tool stays, as released)
-VANILLA = ["--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0"]
+VANILLA = ("--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0")
 
 
 @dataclass(frozen=True)
 class Row:
     script: str                       # trainers/<script>.py
-    flags: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()       # the flags that define the row: no sweep flag may override them
     prior: str = "strong"
     about: str = ""
-    in_paper: bool = True             # a row of the paper's ablation (the paper preset runs these)
+    baseline: str = ""                # the learning-rate-0 row trained under this row's conditions
+    in_paper: bool = True             # a row of the paper preset
 
 
 ROWS: dict[str, Row] = {
-    "cold_start": Row("para_grpo", ("--learning-rate", "0"), about="SFT cold start, no RL"),
-    "grpo": Row("grpo", (), about="+ GRPO"),
-    "anchoring": Row("para_grpo", ("--no-nframes-gating", "--frame-budget", "64"), about="+ Exploration Anchoring only"),
-    "gating": Row("para_grpo", (*VANILLA, "--nframes-gating"), about="+ nFrames Gating only"),
-    "full": Row("para_grpo", (), about="+ PARA-GRPO (full)"),
-    "no_tool_reward": Row("para_grpo", ("--no-tool-reward",), about="full minus R_tool"),
-    "no_gamma": Row("para_grpo", ("--penalty-gamma", "0"), about="full minus penalty gamma"),
+    "cold_start": Row("para_grpo", ("--learning-rate", "0"), about="SFT cold start, no RL (PARA-GRPO's conditions)"),
+    "cold_start_vanilla": Row("grpo", ("--learning-rate", "0"),
+                              about="SFT cold start, no RL (vanilla GRPO's conditions)"),
+    "grpo": Row("grpo", (), about="+ GRPO", baseline="cold_start_vanilla"),
+    "grpo_released": Row("grpo", ("--scoring", "generated"), about="+ GRPO, scored as released",
+                         baseline="cold_start_vanilla"),
+    "anchoring": Row("para_grpo", ("--no-nframes-gating", "--frame-budget", "64"),
+                     about="+ Exploration Anchoring only", baseline="cold_start"),
+    "gating": Row("para_grpo", (*VANILLA, "--nframes-gating"), about="+ nFrames Gating only",
+                  baseline="cold_start_vanilla"),
+    "full": Row("para_grpo", (), about="+ PARA-GRPO (full)", baseline="cold_start"),
+    "no_tool_reward": Row("para_grpo", ("--no-tool-reward",), about="full minus R_tool", baseline="cold_start"),
+    "no_gamma": Row("para_grpo", ("--penalty-gamma", "0"), about="full minus penalty gamma", baseline="cold_start"),
     "anchor_logprob": Row("para_grpo", ("--anchor-mode", "logprob", "--anchor-lambda", "0.1"),
-                          about="full, token-level log-prob anchoring"),
-    "sequential": Row("sequential_tool", (), about="full, sequential dispatch"),
+                          about="full, token-level log-prob anchoring", baseline="cold_start"),
+    "sequential": Row("sequential_tool", (), about="full, trained with sequential dispatch", baseline="cold_start"),
     "weak_grpo": Row("grpo", (), prior="weak", about="weak prior + GRPO"),
     "weak_full": Row("para_grpo", (), prior="weak", about="weak prior + PARA-GRPO"),
-    "full_oracle": Row("para_grpo", ("--subagent", "oracle"), about="full, oracle sub-agent (control)"),
-    # not in the paper's table: the released reward's reading (defects 1-2), to measure what it does to training
+    "full_oracle": Row("para_grpo", ("--subagent", "oracle"), about="full, oracle sub-agent in training (control)",
+                       baseline="cold_start"),
     "released_scoring": Row("para_grpo", ("--scoring", "generated"),
-                            about="full, scored as released (the agent's own tokens only)", in_paper=False),
+                            about="full, scored as released (the agent's own tokens only)", baseline="cold_start",
+                            in_paper=False),
 }
 PAPER_ROWS = tuple(name for name, row in ROWS.items() if row.in_paper)
 
 # The paper's ablation (Qwen3-VL-8B; f_tau, kappa, and its VideoMME accuracy columns in %, "w/o sub" and
 # "w/ sub", which in VideoMME usually means subtitles; we set our accuracy without / with the sub-agent beside them).
-# Its sequential row reports only the accuracies of the same checkpoint under sequential dispatch.
+# Its sequential numbers are the full checkpoint under sequential dispatch.
 PAPER_ABLATION: dict[str, dict[str, float]] = {
     "cold_start": {"f_tau": 0.13, "kappa": 2.50, "acc_no_sub": 60.7, "acc_sub": 69.0},
     "grpo": {"f_tau": 0.13, "kappa": 0.02, "acc_no_sub": 62.0, "acc_sub": 68.6},
     "anchoring": {"f_tau": 0.35, "kappa": 0.19, "acc_no_sub": 61.7, "acc_sub": 68.7},
     "gating": {"f_tau": 0.10, "kappa": 1.36, "acc_no_sub": 61.3, "acc_sub": 68.7},
-    "full": {"f_tau": 0.41, "kappa": 0.21, "acc_no_sub": 62.1, "acc_sub": 69.4},
+    "full": {"f_tau": 0.41, "kappa": 0.21, "acc_no_sub": 62.1, "acc_sub": 69.4, "acc_sub_sequential": 68.8},
     "no_tool_reward": {"f_tau": 0.33, "kappa": 0.04, "acc_no_sub": 61.9, "acc_sub": 68.5},
     "no_gamma": {"f_tau": 0.36, "kappa": 0.27, "acc_no_sub": 61.6, "acc_sub": 69.0},
-    "sequential": {"acc_no_sub": 61.4, "acc_sub": 68.8},
 }
 
-
-# Flags every run of a preset gets (an explicit flag after them on the command line wins: argparse keeps the last).
+# Rows, seeds, schedule and evaluation of a named experiment. `flags` go to every trainer run (after the row's
+# own); a flag given on the command line replaces the preset's, but never a row's defining flag.
 PRESETS: dict[str, dict] = {
-    "paper": dict(rows=list(PAPER_ROWS), seeds=[1, 2, 3], flags=[
-        "--total-steps", "40", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
-        "--eval-every", "20", "--eval-episodes", "64", "--checkpoint-every", "5"]),
-    "cpu": dict(rows=["cold_start", "grpo", "anchoring", "gating", "full"], seeds=[1], flags=[
-        "--total-steps", "12", "--prompts-per-step", "2", "--gating-budgets", "4,8,16,32,64",
-        "--eval-every", "12", "--eval-episodes", "24", "--checkpoint-every", "4"]),
+    "paper": dict(rows=list(PAPER_ROWS), seeds=[1, 2, 3], eval_every=20, eval_episodes=256, eval_first_episode=1000,
+                  flags=["--total-steps", "40", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
+                         "--checkpoint-every", "5"]),
+    "paper-long": dict(rows=["cold_start_vanilla", "grpo", "grpo_released", "anchoring", "gating", "full"],
+                       seeds=[1, 2, 3], eval_every=50, eval_episodes=256, eval_first_episode=1000,
+                       flags=["--total-steps", "200", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
+                              "--checkpoint-every", "10"]),
+    "cpu": dict(rows=["cold_start_vanilla", "grpo", "anchoring", "gating", "full"], seeds=[1], eval_every=12,
+                eval_episodes=24, eval_first_episode=1000,
+                flags=["--total-steps", "12", "--prompts-per-step", "2", "--gating-budgets", "4,8,16,32,64",
+                       "--checkpoint-every", "4"]),
 }
-
-# 95% two-sided Student t quantiles by degrees of freedom (normal beyond the table)
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def t95(df: int) -> float:
-    if df <= 0:
-        return float("nan")
-    known = [d for d in _T95 if d <= df]
-    return _T95[max(known)] if df <= 30 else 1.96
+DEFAULT_ROWS = ["cold_start_vanilla", "grpo", "anchoring", "gating", "full", "no_tool_reward", "no_gamma"]
 
 
 def spread(values: list[float]) -> dict:
-    """mean, std (ddof 1) and a 95% t-interval of the mean over seeds."""
-    vals = [v for v in values if v is not None and not math.isnan(v)]
+    """mean, std (ddof 1) and a 95% t-interval of the mean over seeds (NaN values left out)."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not vals:
         return {"mean": float("nan"), "std": float("nan"), "ci95": [float("nan")] * 2, "n": 0}
     n = len(vals)
     mean = sum(vals) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
-    half = t95(n - 1) * std / math.sqrt(n) if n > 1 else float("nan")
+    half = verdicts.t_ppf(0.975, n - 1) * std / math.sqrt(n) if n > 1 else float("nan")
     return {"mean": mean, "std": std, "ci95": [mean - half, mean + half], "n": n}
 
 
-# ------------------------------------------------------------------ one run
+# ------------------------------------------------------------------ flags
+def flag_name(flag: str) -> str:
+    """'--no-think-prefix' / '--think-prefix=x' -> 'think_prefix'; '' for a value."""
+    if not flag.startswith("--"):
+        return ""
+    name = flag[2:].split("=", 1)[0]
+    return name.removeprefix("no-").replace("-", "_")
+
+
+def named_flags(flags) -> set[str]:
+    return {n for n in map(flag_name, flags) if n}
+
+
+# The switches that tell the rows apart. Every row sets each of them, through its flags or its script's defaults
+# (trainers/grpo.py has no think prefix, trainers/para_grpo.py has one), so a sweep-wide value would redefine rows.
+ROW_SWITCHES = frozenset({"think_prefix", "answer_suffix", "anchor_lambda", "anchor_mode", "penalty_gamma",
+                          "tool_reward", "nframes_gating", "frame_budget", "scoring", "subagent", "dispatch",
+                          "max_calls_per_turn"})
+
+
+def conflicts(rows: list[str], flags: list[str]) -> list[str]:
+    """One line per row whose definition (its flags, its script's switches) the sweep-wide flags would change."""
+    given = named_flags(flags)
+    out = []
+    for row in rows:
+        spec = ROWS[row]
+        hit = sorted((named_flags(spec.flags) | ROW_SWITCHES) & given)
+        if hit:
+            out.append(f"row {row} is defined by trainers/{spec.script}.py {' '.join(spec.flags)}".rstrip()
+                       + f"; the sweep's {', '.join('--' + h.replace('_', '-') for h in hit)} would change it")
+    return out
+
+
+def flag_value(flags: list[str], name: str, default):
+    """The last value given for --name in flags (argparse semantics), converted like default."""
+    value = default
+    for i, f in enumerate(flags):
+        if f == name and i + 1 < len(flags):
+            value = type(default)(flags[i + 1])
+        elif f.startswith(name + "="):
+            value = type(default)(f.split("=", 1)[1])
+    return value
+
+
+def merge_flags(preset: list[str], given: list[str]) -> list[str]:
+    """The preset's flags with any flag the command line also names left out, then the command line's."""
+    names = named_flags(given)
+    out, i = [], 0
+    while i < len(preset):
+        f = preset[i]
+        takes_value = i + 1 < len(preset) and not preset[i + 1].startswith("--") and "=" not in f
+        if flag_name(f) not in names:
+            out += preset[i:i + 1 + takes_value]
+        i += 1 + takes_value
+    return out + given
+
+
+# ------------------------------------------------------------------ one run, one evaluation
 def run_name(row: str, seed: int) -> str:
     return f"{row}__s{seed}"
 
 
-def run_argv(row: str, seed: int, runs_dir: Path, flags: list[str], models: dict[str, str] | None = None) -> list[str]:
+def start_name(prior: str, seed: int) -> str:
+    return f"start_{prior}__s{seed}"
+
+
+def run_argv(row: str, seed: int, runs_dir: Path, flags: list[str], models: dict[str, str] | None = None,
+             learning_rate: str = "") -> list[str]:
     """The trainer command of one row x seed. ``models`` maps a prior ("strong"/"weak") to a checkpoint folder
     that replaces the shipped cold start of that prior (say, your own Qwen-VL SFT checkpoints)."""
     spec = ROWS[row]
     model = (models or {}).get(spec.prior)
     source = ["--model", model] if model else ["--prior", spec.prior]
-    return [sys.executable, str(ROOT / "trainers" / f"{spec.script}.py"), *spec.flags, *source,
-            "--eval-without-tools", "--seed", str(seed), "--exp-name", row, "--run-name", run_name(row, seed),
-            "--runs-dir", str(runs_dir), "--no-progress", *flags]
+    lr = ["--learning-rate", learning_rate] if learning_rate and "learning_rate" not in named_flags(spec.flags) else []
+    return [sys.executable, str(ROOT / "trainers" / f"{spec.script}.py"), *spec.flags, *source, *lr,
+            "--seed", str(seed), "--exp-name", row, "--run-name", run_name(row, seed), "--runs-dir", str(runs_dir),
+            "--no-progress", *flags, "--eval-every", "0"]
+
+
+def eval_argv(out_dir: Path, steps: list[int], seed: int, conditions: list[str], protocol: Protocol,
+              run_dir: Path | None = None, args_file: Path | None = None) -> list[str]:
+    where = ["--run", str(run_dir)] if run_dir is not None else ["--args", str(args_file)]
+    return [sys.executable, str(ROOT / "trainers" / "evaluation.py"), *where,
+            "--steps", ",".join(map(str, steps)), "--draw", str(seed), "--conditions", ",".join(conditions),
+            "--out-dir", str(out_dir), "--first-episode", str(protocol.eval_first_episode),
+            "--episodes", str(protocol.eval_episodes), "--budgets", protocol.budgets,
+            "--temperature", str(protocol.temperature),
+            "--think-prefix" if protocol.think_prefix else "--no-think-prefix", "--batch", str(protocol.batch)]
+
+
+def eval_steps(total: int, every: int) -> list[int]:
+    steps = list(range(every, total + 1, every)) if every > 0 else []
+    return steps + ([total] if total not in steps else [])
+
+
+def is_untrained(row: str, learning_rate: str = "") -> bool:
+    lr = flag_value(list(ROWS[row].flags), "--learning-rate", float(learning_rate) if learning_rate else 1.0)
+    return lr == 0
 
 
 def load_history(run_dir: Path) -> list[dict]:
@@ -177,35 +286,53 @@ def finished(run_dir: Path, total_steps: int) -> bool:
     return final_model_problem(run_dir, total_steps) is None
 
 
-def flag_value(flags: list[str], name: str, default):
-    """The last value given for --name in flags (argparse semantics), converted like default."""
-    value = default
-    for i, f in enumerate(flags[:-1]):
-        if f == name:
-            value = type(default)(flags[i + 1])
-    return value
+def load_eval(out: Path, name: str, step: int) -> dict:
+    f = out / "evals" / name / f"step_{step:06d}.json"
+    try:
+        return json.loads(f.read_text()).get("conditions", {}) if f.is_file() else {}
+    except (OSError, ValueError):
+        return {}
 
 
-# ------------------------------------------------------------------ many runs
+# ------------------------------------------------------------------ many jobs
 @dataclass
 class Job:
-    row: str
-    seed: int
+    name: str
     argv: list[str]
     log: Path
+    after: str = ""                   # a job that must have succeeded first
+    resume_argv: list[str] = field(default_factory=list)  # the command after a first attempt ran out of memory
+    gpu: str = ""
     proc: subprocess.Popen | None = None
     started: float = 0.0
-    seconds: float = 0.0
     returncode: int | None = None
-    env: dict = field(default_factory=dict)
+    tries: int = 0
 
 
-def run_all(jobs: list[Job], parallel: int, deadline: float | None, progress: bool = True) -> None:
-    """Run jobs `parallel` at a time; past the deadline stop launching and SIGTERM what runs."""
+OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)
+
+
+def gpu_free_mb(gpu: str) -> float | None:
+    """Free memory of GPU `gpu` in MiB as nvidia-smi reports it (None without nvidia-smi)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", gpu],
+                             capture_output=True, text=True, timeout=20)
+        return float(out.stdout.strip().splitlines()[0]) if out.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def run_all(jobs: list[Job], parallel: int, deadline: float | None, progress: bool = True,
+            min_free_mb: float = 0.0, stagger_s: float = 0.0) -> dict[str, int]:
+    """Run jobs `parallel` at a time, each after the job it waits for (dropped if that one failed). On a GPU a
+    job starts only while its GPU has `min_free_mb` free; a job that ran out of GPU memory goes back to the
+    queue (its resume command) and one job fewer runs at a time from then on. Past the deadline nothing more
+    starts and what runs gets SIGTERM. Returns each job's exit code."""
     from tqdm import tqdm
 
-    todo, running = list(jobs), []
-    bar = tqdm(total=len(jobs), desc="sweep runs", disable=not progress, dynamic_ncols=True)
+    todo, running, codes = list(jobs), [], {}
+    bar = tqdm(total=len(jobs), desc="sweep jobs", disable=not progress, dynamic_ncols=True)
+    last_start = 0.0
     try:
         while todo or running:
             now = time.time()
@@ -217,224 +344,309 @@ def run_all(jobs: list[Job], parallel: int, deadline: float | None, progress: bo
                         j.proc.wait(timeout=30)
                     except subprocess.TimeoutExpired:
                         j.proc.kill()
-                    j.returncode = j.proc.returncode
-                print(f"time limit reached: {len(running)} run(s) stopped, {len(todo)} not started; "
+                print(f"time limit reached: {len(running)} job(s) stopped, {len(todo)} not started; "
                       "rerun the same command to resume them", file=sys.stderr)
-                return
-            while todo and len(running) < parallel:
-                j = todo.pop(0)
-                j.log.parent.mkdir(parents=True, exist_ok=True)
-                j.started = time.time()
-                j.proc = subprocess.Popen(j.argv, stdout=open(j.log, "ab"), stderr=subprocess.STDOUT, cwd=ROOT,
-                                          env={**os.environ, **j.env})
-                running.append(j)
-            for j in list(running):
-                if j.proc.poll() is not None:
-                    j.returncode, j.seconds = j.proc.returncode, time.time() - j.started
-                    running.remove(j)
+                return codes
+            for j in list(todo):
+                if j.after and j.after in codes and codes[j.after] != 0:
+                    todo.remove(j)
+                    codes[j.name] = -1
                     bar.update(1)
-                    if j.returncode != 0:
-                        tail = j.log.read_text(errors="replace").strip().splitlines()[-3:]
-                        bar.write(f"{run_name(j.row, j.seed)} failed (exit {j.returncode}); log {j.log}: "
-                                  + " | ".join(tail))
+                    bar.write(f"{j.name} not started: {j.after} failed")
+            ready = [j for j in todo if not j.after or codes.get(j.after) == 0]
+            if ready and len(running) < parallel and now - last_start >= stagger_s:
+                j = ready[0]
+                free = gpu_free_mb(j.gpu) if (j.gpu and min_free_mb) else None
+                if free is None or free >= min_free_mb or not running:
+                    todo.remove(j)
+                    j.log.parent.mkdir(parents=True, exist_ok=True)
+                    j.started, last_start = now, now
+                    env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": j.gpu} if j.gpu else {}),
+                           "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF",
+                                                                     "expandable_segments:True")}
+                    argv = j.resume_argv if (j.tries and j.resume_argv) else j.argv
+                    with open(j.log, "ab") as log:
+                        j.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+                    j.tries += 1
+                    running.append(j)
+                    continue
+            for j in list(running):
+                if j.proc.poll() is None:
+                    continue
+                running.remove(j)
+                tail = j.log.read_text(errors="replace").strip().splitlines()[-30:]
+                if j.proc.returncode != 0 and any(OOM.search(line) for line in tail) and j.tries < 4:
+                    parallel = max(1, parallel - 1)
+                    todo.insert(0, j)
+                    bar.write(f"{j.name} ran out of GPU memory; again from its checkpoint, {parallel} job(s) at a time")
+                    continue
+                codes[j.name] = j.proc.returncode
+                bar.update(1)
+                if j.proc.returncode != 0:
+                    bar.write(f"{j.name} failed (exit {j.proc.returncode}); log {j.log}: " + " | ".join(tail[-3:]))
             time.sleep(0.5)
     finally:
         bar.close()
+    return codes
 
 
 # ------------------------------------------------------------------ report
-def summarize_run(history: list[dict]) -> dict:
-    steps = [h for h in history if h.get("step", 0) > 0 and "train/format_reward_common" in h]
+def train_metrics(history: list[dict], upto: int | None = None) -> dict:
+    """f_tau (both readings), kappa and the diagnostics, each the mean over the last quarter of the training
+    steps up to step `upto` (all of them by default)."""
+    steps = [h for h in history if h.get("step", 0) > 0 and "train/format_reward_common" in h
+             and (upto is None or h["step"] <= upto)]
     tail = steps[-max(1, len(steps) // 4):] if steps else []
 
-    def mean(key, rows):
-        vals = [r[key] for r in rows if key in r]
+    def mean(key):
+        vals = [r[key] for r in tail if key in r]
         return sum(vals) / len(vals) if vals else float("nan")
 
-    evals = [h for h in history if "eval/accuracy" in h]
-    last = evals[-1] if evals else {}
-    out = {"steps": max((h["step"] for h in steps), default=0),
-           "f_tau": mean("train/format_reward_common", tail), "f_own": mean("train/format_reward", tail),
-           "kappa": mean("train/tool_calls_per_rollout", tail),
-           "kappa_emitted": mean("train/tool_calls_emitted_per_rollout", tail),
-           "parallel_turn_fraction": mean("train/parallel_turn_fraction", tail),
-           "train_accuracy": mean("train/accuracy", tail),
-           "eval_accuracy": last.get("eval/accuracy", float("nan")),
-           "eval_accuracy_no_subagent": last.get("eval/no_tools/accuracy", float("nan")),
-           "eval_format": last.get("eval/format_reward_common", float("nan")),
-           "eval_kappa": last.get("eval/tool_calls_per_rollout", float("nan")),
-           "seconds": sum(h.get("perf/step_seconds", 0.0) for h in steps)}
-    out["eval_accuracy_by_family"] = {k.split("/", 2)[2]: v for k, v in last.items()
-                                      if k.startswith("eval/accuracy/")}
+    return {"steps": max((h["step"] for h in steps), default=0),
+            "f_tau": mean("train/format_reward_common"),
+            "f_tau_generated": mean("train/format_reward_common_generated"),
+            "f_own": mean("train/format_reward"),
+            "kappa": mean("train/tool_calls_per_rollout"),
+            "kappa_emitted": mean("train/tool_calls_emitted_per_rollout"),
+            "parallel_turn_fraction": mean("train/parallel_turn_fraction"),
+            "train_accuracy": mean("train/accuracy"),
+            "groups_without_signal": mean("train/groups_without_signal"),
+            "reward_std_in_group": mean("train/reward_std_in_group"),
+            "kl": mean("train/kl"),
+            "seconds": sum(h.get("perf/step_seconds", 0.0) for h in steps)}
+
+
+def eval_metrics(final: dict, start: dict) -> dict:
+    """A checkpoint's protocol numbers, and their change from the same seed's evaluation of the starting model."""
+    nan = float("nan")
+
+    def get(d, cond, key):
+        return d.get(cond, {}).get(key, nan)
+
+    out = {"eval_accuracy": get(final, "tools", "accuracy"),
+           "eval_accuracy_no_subagent": get(final, "no_tools", "accuracy"),
+           "eval_accuracy_k4": get(final, "tools", "accuracy_k4"),
+           "eval_accuracy_k64": get(final, "tools", "accuracy_k64"),
+           "eval_format": get(final, "tools", "format_common"),
+           "eval_kappa": get(final, "tools", "kappa"),
+           "eval_accuracy_sequential_dispatch": get(final, "sequential", "accuracy"),
+           "eval_kappa_sequential_dispatch": get(final, "sequential", "kappa")}
+    out["eval_accuracy_delta"] = out["eval_accuracy"] - get(start, "tools", "accuracy")
+    out["eval_accuracy_no_subagent_delta"] = out["eval_accuracy_no_subagent"] - get(start, "no_tools", "accuracy")
+    out["eval_accuracy_start"] = get(start, "tools", "accuracy")
     return out
 
 
-METRICS = ("f_tau", "f_own", "kappa", "kappa_emitted", "parallel_turn_fraction", "train_accuracy", "eval_accuracy",
-           "eval_accuracy_no_subagent", "eval_format", "eval_kappa", "steps", "seconds")
+METRICS = ("f_tau", "f_tau_generated", "f_own", "kappa", "kappa_emitted", "parallel_turn_fraction", "train_accuracy",
+           "groups_without_signal", "reward_std_in_group", "kl", "eval_accuracy", "eval_accuracy_no_subagent",
+           "eval_accuracy_delta", "eval_accuracy_no_subagent_delta", "eval_accuracy_start", "eval_accuracy_k4",
+           "eval_accuracy_k64", "eval_format", "eval_kappa", "eval_accuracy_sequential_dispatch",
+           "eval_kappa_sequential_dispatch", "steps", "seconds")
 
 
-def build_report(out: Path, rows: list[str], seeds: list[int]) -> dict:
-    results = {}
+def checksum(folder: str | os.PathLike) -> str:
+    """sha256 of a model folder's weights (model.safetensors, else every *.safetensors in name order)."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest() if files else ""
+
+
+def build_report(out: Path, rows: list[str], seeds: list[int], protocol: Protocol, total_steps: int,
+                 every: int, models: dict[str, str] | None = None, learning_rate: str = "") -> dict:
+    """results.json, the markdown tables, curves.png and REPRODUCTION.md from OUT/runs and OUT/evals."""
+    steps_evaluated = eval_steps(total_steps, every)
+    results: dict = {}
+    checkpoints = []  # (f_tau up to the checkpoint, eval accuracy there) over every trained run's checkpoints
     for row in rows:
-        per_seed = {}
+        spec = ROWS[row]
+        untrained = is_untrained(row, learning_rate)
+        per_seed, curves = {}, {}
         for seed in seeds:
             hist = load_history(out / "runs" / run_name(row, seed))
-            if hist:
-                per_seed[seed] = {"history": hist, **summarize_run(hist)}
+            start = load_eval(out, start_name(spec.prior, seed), 0)
+            if not hist:
+                continue
+            final = start if untrained else load_eval(out, run_name(row, seed), total_steps)
+            per_seed[seed] = {**train_metrics(hist), **eval_metrics(final, start)}
+            evals = {0: start.get("tools", {}).get("accuracy", float("nan"))}
+            for step in steps_evaluated:
+                acc = (start if untrained else load_eval(out, run_name(row, seed), step)).get("tools", {})
+                evals[step] = acc.get("accuracy", float("nan"))
+                if not untrained and not math.isnan(evals[step]):
+                    checkpoints.append((train_metrics(hist, upto=step)["f_tau"], evals[step]))
+            curves[str(seed)] = {"train": [{k: h[k] for k in ("step", "train/format_reward_common",
+                                                                 "train/format_reward_common_generated",
+                                                                 "train/tool_calls_per_rollout") if k in h}
+                                           for h in hist if h.get("step", 0) > 0],
+                                 "eval_accuracy": {str(k): v for k, v in evals.items()}}
         if not per_seed:
             continue
-        entry = {"about": ROWS[row].about, "seeds": sorted(per_seed),
-                 "flags": list(ROWS[row].flags), "prior": ROWS[row].prior}
+        entry = {"about": spec.about, "script": spec.script, "flags": list(spec.flags), "prior": spec.prior,
+                 "baseline": spec.baseline, "seeds": sorted(per_seed)}
         for m in METRICS:
             entry[m] = spread([s[m] for s in per_seed.values()])
-        families = sorted({f for s in per_seed.values() for f in s["eval_accuracy_by_family"]})
-        entry["eval_accuracy_by_family"] = {f: spread([s["eval_accuracy_by_family"].get(f, float("nan"))
-                                                       for s in per_seed.values()]) for f in families}
-        entry["per_seed"] = {str(k): {m: v[m] for m in METRICS} for k, v in per_seed.items()}
-        entry["curves"] = {str(k): [{key: h[key] for key in ("step", "train/format_reward_common",
-                                                             "train/tool_calls_per_rollout", "eval/accuracy")
-                                     if key in h} for h in v["history"]] for k, v in per_seed.items()}
+        entry["per_seed"] = {str(k): v for k, v in per_seed.items()}
+        entry["curves"] = curves
         results[row] = entry
+    for row, entry in results.items():  # the change from the matched learning-rate-0 baseline, seed by seed
+        base = results.get(entry["baseline"])
+        for m in ("f_tau", "kappa"):
+            entry[f"{m}_vs_baseline"] = (verdicts.compare(_by_seed(entry, m), _by_seed(base, m)) if base else
+                                         {"verdict": verdicts.NOT_RUN})
+    report = {"protocol": protocol_record(protocol, seeds, total_steps, steps_evaluated, models, learning_rate),
+              **results}
+    report["claims"] = claims(results, out, seeds, checkpoints)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.json").write_text(json.dumps(report, indent=1))
     (out / "results.md").write_text(markdown_table(results))
-    (out / "claims.md").write_text(claims_markdown(results))
+    (out / "claims.md").write_text(claims_markdown(report["claims"]))
     (out / "side_by_side.md").write_text(side_by_side_markdown(results))
     if results:
         plot_curves(results, out / "curves.png")
-    return results
+    (out / "REPRODUCTION.md").write_text(render_reproduction(report))
+    return report
+
+
+def protocol_record(protocol: Protocol, seeds, total_steps, steps_evaluated, models, learning_rate) -> dict:
+    from agents.lmm.default import shipped_checkpoint
+
+    builds = {}
+    for prior in ("strong", "weak"):
+        path = (models or {}).get(prior) or str(shipped_checkpoint(prior) or "")
+        inside = path and Path(path).resolve().is_relative_to(ROOT)
+        builds[prior] = {"path": os.path.relpath(Path(path).resolve(), ROOT) if inside else path,
+                         "sha256": checksum(path) if path else ""}
+    return {**dataclasses.asdict(protocol), "sequential_turns": protocol.sequential_turns(),
+            "models": builds, "seeds": list(seeds), "steps": total_steps, "eval_steps": [0, *steps_evaluated],
+            "learning_rate": learning_rate or "the trainers' default",
+            "decision_rule": f"two-sided t-test over seeds at alpha {verdicts.ALPHA} (paired over shared seeds, "
+                             f"else Welch); mde at power {verdicts.POWER}",
+            "date": datetime.date.today().isoformat()}
+
+
+def _by_seed(entry: dict | None, metric: str) -> dict:
+    if not entry:
+        return {}
+    return {int(k): v[metric] for k, v in entry["per_seed"].items()}
 
 
 # ------------------------------------------------------------------ the paper's claims, checked
-def compare(results: dict, a: str, b: str, metric: str, direction: int = 1) -> dict:
-    """Is row a's metric above (direction 1) or below (-1) row b's? "yes": in that direction by more than
-    twice the standard error of the difference of the seed means; "partly": by more than one standard
-    error; "no": less than that, or the other way (with one seed per row, any difference in that
-    direction counts as "partly": there is no error to compare it with)."""
-    if a not in results or b not in results:
-        return {"verdict": "not run", "evidence": f"row {a if a not in results else b} not in this sweep"}
-    x, y = results[a][metric], results[b][metric]
-    if not x["n"] or not y["n"] or math.isnan(x["mean"]) or math.isnan(y["mean"]):
-        return {"verdict": "not run", "evidence": f"no {metric} for {a} or {b}"}
-    diff = (x["mean"] - y["mean"]) * direction
-    se = math.sqrt((x["std"] ** 2 / x["n"] if x["n"] > 1 else 0) + (y["std"] ** 2 / y["n"] if y["n"] > 1 else 0))
-    if diff <= 0:
-        verdict = "no"
-    elif se == 0:
-        verdict = "partly"
+# (claim, metric, row a, row b, direction): is a's metric above (1) / below (-1) b's, paired over seeds
+CLAIMS = [
+    ("Vanilla GRPO lowers tool calls below the cold start's", "kappa", "grpo", "cold_start_vanilla", -1),
+    ("Vanilla GRPO scored as released lowers tool calls below the cold start's", "kappa", "grpo_released",
+     "cold_start_vanilla", -1),
+    ("Vanilla GRPO's format falls below the cold start's", "f_tau", "grpo", "cold_start_vanilla", -1),
+    ("Vanilla GRPO scored as released: its own-token format falls below the cold start's", "f_tau_generated",
+     "grpo_released", "cold_start_vanilla", -1),
+    ("PARA-GRPO's format is above vanilla GRPO's", "f_tau", "full", "grpo", 1),
+    ("Exploration Anchoring alone lifts the format above vanilla GRPO's", "f_tau", "anchoring", "grpo", 1),
+    ("nFrames Gating alone keeps more tool calls than vanilla GRPO", "kappa", "gating", "grpo", 1),
+    ("PARA-GRPO beats vanilla GRPO (accuracy with the sub-agent)", "eval_accuracy", "full", "grpo", 1),
+    ("PARA-GRPO beats Exploration Anchoring alone (accuracy with the sub-agent)", "eval_accuracy", "full",
+     "anchoring", 1),
+    ("PARA-GRPO beats nFrames Gating alone (accuracy with the sub-agent)", "eval_accuracy", "full", "gating", 1),
+    ("Removing R_tool lowers tool calls", "kappa", "no_tool_reward", "full", -1),
+    ("Removing the penalty gamma lowers accuracy with the sub-agent", "eval_accuracy", "no_gamma", "full", -1),
+    ("The weak prior calls tools less than the strong prior under GRPO", "kappa", "weak_grpo", "grpo", -1),
+    ("The weak prior's format under sampling is above the strong prior's under GRPO", "f_tau", "weak_grpo", "grpo", 1),
+]
+
+
+def claims(results: dict, out: Path, seeds: list[int], checkpoints: list[tuple[float, float]]) -> list[dict]:
+    out_claims = []
+    for claim, metric, a, b, direction in CLAIMS:
+        if a in results and b in results:
+            c = verdicts.compare(_by_seed(results[a], metric), _by_seed(results[b], metric), direction)
+        else:
+            c = {"verdict": verdicts.NOT_RUN, "effect": float("nan"), "p": float("nan"), "mde": float("nan"),
+                 "n": 0, "test": "none", "note": f"row {a if a not in results else b} not in this sweep"}
+        out_claims.append({"claim": claim, "metric": metric, "rows": [a, b], "direction": direction, **c})
+    # the same checkpoint under both dispatches
+    if "full" in results:
+        par, seq = _by_seed(results["full"], "eval_accuracy"), _by_seed(results["full"], "eval_accuracy_sequential_dispatch")
+        c = verdicts.compare(par, seq, 1)
     else:
-        verdict = "yes" if diff > 2 * se else ("partly" if diff > se else "no")
-    return {"verdict": verdict, "evidence": f"{metric}: {a} {x['mean']:.3f} ± {x['std']:.3f} vs {b} "
-                                            f"{y['mean']:.3f} ± {y['std']:.3f} (n = {x['n']}, {y['n']})"}
+        c = {"verdict": verdicts.NOT_RUN, "effect": float("nan"), "p": float("nan"), "mde": float("nan"), "n": 0,
+             "test": "none", "note": "row full not in this sweep"}
+    out_claims.append({"claim": "Parallel dispatch beats sequential dispatch on the same PARA-GRPO checkpoint",
+                       "metric": "eval_accuracy (parallel - sequential dispatch)", "rows": ["full", "full"],
+                       "direction": 1, **c})
+    # the strong prior's format under sampling, as the paper means it: the cold start greedy vs T = 0.7
+    gaps = {}
+    greedy = load_eval(out, start_name("strong", seeds[0]), 0).get("greedy", {}).get("format_common") if seeds else None
+    for seed in seeds:
+        sampled = load_eval(out, start_name("strong", seed), 0).get("t0.7", {}).get("format_common")
+        if greedy is not None and sampled is not None:
+            gaps[seed] = greedy - sampled
+    c = verdicts.one_sample(gaps, 1) if gaps else {"verdict": verdicts.NOT_RUN, "effect": float("nan"),
+                                                    "p": float("nan"), "mde": float("nan"), "n": 0, "test": "none"}
+    out_claims.append({"claim": "The strong cold start's format breaks under sampling (greedy minus T = 0.7)",
+                       "metric": "format_common at T = 0 minus at T = 0.7", "rows": ["cold_start"],
+                       "direction": 1, **c})
+    c = verdicts.correlation([x for x, _ in checkpoints], [y for _, y in checkpoints], 1)
+    out_claims.append({"claim": "Training format correlates with with-tool accuracy across checkpoints",
+                       "metric": "Pearson r of f_tau (last quarter of steps up to the checkpoint) and eval_accuracy",
+                       "rows": ["every trained row"], "direction": 1, **c})
+    adjusted = verdicts.holm([c["p"] for c in out_claims])
+    for c, p in zip(out_claims, adjusted):
+        c["p_holm"] = p
+    return out_claims
 
 
-def _all(*checks: dict) -> dict:
-    order = {"yes": 0, "partly": 1, "no": 2, "not run": 3}
-    worst = max((c["verdict"] for c in checks), key=order.get)
-    if worst == "no" and any(c["verdict"] in ("yes", "partly") for c in checks):
-        worst = "partly"
-    return {"verdict": worst, "evidence": "; ".join(c["evidence"] for c in checks)}
+def _num(x: float, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if x != 0 and abs(x) < 10 ** -digits:
+        return f"{x:.1e}"
+    return f"{x:.{digits}f}"
 
 
-def format_decay(results: dict, row: str) -> dict:
-    """Common format reward in the first vs the last quarter of training, over seeds."""
-    if row not in results:
-        return {"verdict": "not run", "evidence": f"row {row} not in this sweep"}
-    firsts, lasts = [], []
-    for curve in results[row]["curves"].values():
-        vals = [h["train/format_reward_common"] for h in curve if "train/format_reward_common" in h]
-        if len(vals) >= 4:
-            q = len(vals) // 4
-            firsts.append(sum(vals[:q]) / q)
-            lasts.append(sum(vals[-q:]) / q)
-    if not firsts:
-        return {"verdict": "not run", "evidence": "too few steps"}
-    f, l = spread(firsts), spread(lasts)
-    drop = f["mean"] - l["mean"]
-    return {"verdict": "yes" if drop > 0.05 else "no",
-            "evidence": f"{row} common format first quarter {f['mean']:.3f} -> last quarter {l['mean']:.3f}"}
-
-
-def format_accuracy_correlation(results: dict) -> dict:
-    pairs = [(s["f_tau"], s["eval_accuracy"]) for r in results.values() for s in r["per_seed"].values()
-             if not math.isnan(s["f_tau"]) and not math.isnan(s["eval_accuracy"])]
-    if len(pairs) < 3:
-        return {"verdict": "not run", "evidence": "fewer than 3 runs"}
-    xs, ys = zip(*pairs)
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in pairs)
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    if sxx == 0 or syy == 0:
-        return {"verdict": "not run", "evidence": "f_tau or eval accuracy does not vary across runs"}
-    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
-    n = len(pairs)
-    # "yes" needs r > 0 to be significant (two-sided 5%: t = r sqrt((n-2)/(1-r^2)) beyond the t quantile)
-    t = r * math.sqrt((n - 2) / max(1e-12, 1 - r * r))
-    significant = t > t95(n - 2)
-    # "partly": strong but not significant (few runs), or significant but weak
-    verdict = "yes" if r >= 0.5 and significant else ("partly" if r >= 0.5 or (r > 0 and significant) else "no")
-    return {"verdict": verdict, "evidence": f"Pearson r = {r:.2f} between f_tau and eval accuracy with the sub-agent "
-                                            f"over {n} runs, t = {t:.2f} vs {t95(n - 2):.2f} needed at 5% "
-                                            f"(paper: 0.86)"}
-
-
-def claims(results: dict) -> list[tuple[str, dict]]:
-    weak_rows = [r for r in ("weak_grpo", "weak_full") if r in results]
-    weak = {"verdict": "not run", "evidence": "no weak-prior row"}
-    if weak_rows:
-        kap = max(results[r]["kappa"]["mean"] for r in weak_rows)
-        fmt = min(results[r]["f_tau"]["mean"] for r in weak_rows)
-        weak = {"verdict": "yes" if kap <= 0.05 and fmt >= 0.7 else ("partly" if kap <= 0.05 or fmt >= 0.7 else "no"),
-                "evidence": f"weak rows: max kappa {kap:.3f}, min f_tau {fmt:.3f} (paper: 0 calls, f = 0.85)"}
-    return [
-        ("GRPO collapses kappa and keeps f low", _all(compare(results, "cold_start", "grpo", "kappa"),
-                                                      compare(results, "full", "grpo", "f_tau"))),
-        ("Anchoring alone lifts f", compare(results, "anchoring", "grpo", "f_tau")),
-        ("Gating alone lifts kappa", compare(results, "gating", "grpo", "kappa")),
-        ("Both together win (accuracy with the sub-agent)", _all(compare(results, "full", "grpo", "eval_accuracy"),
-                                                                 compare(results, "full", "anchoring", "eval_accuracy"),
-                                                                 compare(results, "full", "gating", "eval_accuracy"))),
-        ("Minus R_tool kills kappa", compare(results, "full", "no_tool_reward", "kappa")),
-        ("Minus gamma costs a little", compare(results, "full", "no_gamma", "eval_accuracy")),
-        ("Parallel beats sequential", compare(results, "full", "sequential", "eval_accuracy")),
-        ("Weak prior: format holds, 0 calls", weak),
-        ("Strong prior: calls, format decays under GRPO", _all(
-            {"verdict": "yes" if results.get("cold_start", {}).get("kappa", {}).get("mean", 0) > 0.1 else "no",
-             "evidence": f"cold_start kappa {results.get('cold_start', {}).get('kappa', {}).get('mean', float('nan')):.3f}"},
-            format_decay(results, "grpo"))),
-        ("Training format correlates with with-tool accuracy", format_accuracy_correlation(results)),
-    ]
-
-
-def claims_markdown(results: dict) -> str:
-    lines = ["| claim of the paper | shown here? | evidence |", "|---|---|---|"]
-    lines += [f"| {name} | {c['verdict']} | {c['evidence']} |" for name, c in claims(results)]
+def claims_markdown(claims_list: list[dict]) -> str:
+    lines = ["| claim of the paper | verdict | effect (a - b) | p | p (Holm) | mde | n | test |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in claims_list:
+        lines.append(f"| {c['claim']} | **{c['verdict']}** | {_num(c.get('effect'))} | {_num(c.get('p'))} | "
+                     f"{_num(c.get('p_holm'))} | {_num(c.get('mde'))} | {c.get('n', 0)} | {c.get('test', '')} |")
     return "\n".join(lines) + "\n"
 
 
-def _fmt(s: dict, digits: int = 3, scale: float = 1.0) -> str:
+def _fmt(s: dict, digits: int = 3, scale: float = 1.0, signed: bool = False) -> str:
     if not s or s.get("n", 0) == 0 or math.isnan(s["mean"]):
         return "-"
     mean, std = scale * s["mean"], scale * s["std"]
-    return f"{mean:.{digits}f} ± {std:.{digits}f}" if s["n"] > 1 else f"{mean:.{digits}f}"
+    sign = "+" if signed else ""
+    return f"{mean:{sign}.{digits}f} ± {std:.{digits}f}" if s["n"] > 1 else f"{mean:{sign}.{digits}f}"
 
 
 def markdown_table(results: dict) -> str:
-    lines = ["| row | setting | seeds | f_tau | kappa | parallel turns | eval acc (w/ sub) | eval acc (w/o sub) | "
-             "own format | steps | min/run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | setting | seeds | f_tau | f_tau (own tokens) | kappa | eval acc w/ sub | change from step 0 | "
+             "K = 4 | K = 64 | eval acc w/o sub | eval calls | steps | min/run |", "|---" * 14 + "|"]
     for row, r in results.items():
         minutes = r["seconds"]["mean"] / 60 if r["seconds"]["n"] else float("nan")
-        lines.append(f"| {row} | {r['about']} | {len(r['seeds'])} | {_fmt(r['f_tau'])} | {_fmt(r['kappa'], 2)} | "
-                     f"{_fmt(r['parallel_turn_fraction'], 2)} | {_fmt(r['eval_accuracy'])} | "
-                     f"{_fmt(r['eval_accuracy_no_subagent'])} | {_fmt(r['f_own'])} | {r['steps']['mean']:.0f} | "
-                     f"{minutes:.1f} |")
-    families = sorted({f for r in results.values() for f in r["eval_accuracy_by_family"]})
-    if families:
-        lines += ["", "Eval accuracy with the sub-agent by family (mean ± std over seeds):", "",
-                  "| row | " + " | ".join(families) + " |", "|---" * (len(families) + 1) + "|"]
-        for row, r in results.items():
-            lines.append(f"| {row} | " + " | ".join(_fmt(r["eval_accuracy_by_family"].get(f, {}), 2)
-                                                   for f in families) + " |")
+        lines.append(f"| {row} | {r['about']} | {len(r['seeds'])} | {_fmt(r['f_tau'])} | {_fmt(r['f_tau_generated'])} | "
+                     f"{_fmt(r['kappa'], 2)} | {_fmt(r['eval_accuracy'])} | {_fmt(r['eval_accuracy_delta'], signed=True)} | "
+                     f"{_fmt(r['eval_accuracy_k4'])} | {_fmt(r['eval_accuracy_k64'])} | "
+                     f"{_fmt(r['eval_accuracy_no_subagent'])} | {_fmt(r['eval_kappa'], 2)} | "
+                     f"{r['steps']['mean']:.0f} | {minutes:.1f} |")
+    if "full" in results and results["full"]["eval_accuracy_sequential_dispatch"]["n"]:
+        r = results["full"]
+        lines += ["", "The full checkpoints under both dispatches (executed calls per episode in brackets):", "",
+                  "| dispatch | eval acc w/ sub | calls |", "|---|---|---|",
+                  f"| parallel | {_fmt(r['eval_accuracy'])} | {_fmt(r['eval_kappa'], 2)} |",
+                  f"| sequential | {_fmt(r['eval_accuracy_sequential_dispatch'])} | "
+                  f"{_fmt(r['eval_kappa_sequential_dispatch'], 2)} |"]
+    lines += ["", "Why a row may not learn (means over the last quarter of steps):", "",
+              "| row | groups without reward signal | reward std in a group | KL to the reference | "
+              "f_tau change vs its baseline (p) | kappa change vs its baseline (p) |", "|---|---|---|---|---|---|"]
+    for row, r in results.items():
+        def change(key):
+            c = r.get(key, {})
+            return f"{_num(c.get('effect'))} ({_num(c.get('p'))})" if c.get("verdict", "not run") != "not run" else "-"
+        lines.append(f"| {row} | {_fmt(r['groups_without_signal'], 2)} | {_fmt(r['reward_std_in_group'], 3)} | "
+                     f"{_fmt(r['kl'], 4)} | {change('f_tau_vs_baseline')} | {change('kappa_vs_baseline')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -453,6 +665,11 @@ def side_by_side_markdown(results: dict) -> str:
                      f"{paper(row, 'kappa', 2)} | {_fmt(r['kappa'], 2)} | {paper(row, 'acc_no_sub', 1)} | "
                      f"{_fmt(r['eval_accuracy_no_subagent'], 1, 100)} | {paper(row, 'acc_sub', 1)} | "
                      f"{_fmt(r['eval_accuracy'], 1, 100)} |")
+    if "full" in results:
+        r = results["full"]
+        lines.append(f"| full, sequential dispatch | the same checkpoints | {len(r['seeds'])} | - | - | - | - | 61.4 | - | "
+                     f"{paper('full', 'acc_sub_sequential', 1)} | "
+                     f"{_fmt(r['eval_accuracy_sequential_dispatch'], 1, 100)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -463,52 +680,129 @@ def plot_curves(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    keys = [("train/format_reward_common", "common format reward at T = 0.7 (f_tau)"),
-            ("train/tool_calls_per_rollout", "executed tool calls per rollout (kappa)"),
-            ("eval/accuracy", "eval accuracy with the sub-agent")]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    keys = [("train/format_reward_common", "f_tau: common format at T = 0.7 (whole trajectory)"),
+            ("train/format_reward_common_generated", "f_tau on the agent's own tokens (released reading)"),
+            ("train/tool_calls_per_rollout", "kappa: executed tool calls per rollout"),
+            ("eval", "eval accuracy with the sub-agent (one protocol)")]
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
     for row, r in results.items():
+        color = None
         for ax, (key, title) in zip(axes, keys):
-            series = [{h["step"]: h[key] for h in curve if key in h} for curve in r["curves"].values()]
-            steps = sorted(set().union(*series))
+            if key == "eval":
+                series = [{int(k): v for k, v in c["eval_accuracy"].items()} for c in r["curves"].values()]
+            else:
+                series = [{h["step"]: h[key] for h in c["train"] if key in h} for c in r["curves"].values()]
+            steps = sorted(set().union(*series)) if series else []
             if not steps:
                 continue
             ys = np.array([[s.get(x, np.nan) for x in steps] for s in series], dtype=float)
+            if np.isnan(ys).all():
+                continue
             mean = np.nanmean(ys, 0)
-            line, = ax.plot(steps, mean, label=row, marker="o" if key.startswith("eval") else None, ms=3)
+            line, = ax.plot(steps, mean, label=row, color=color, marker="o" if key == "eval" else None, ms=3)
+            color = line.get_color()
             if len(series) > 1:
-                ax.fill_between(steps, np.nanmin(ys, 0), np.nanmax(ys, 0), color=line.get_color(), alpha=0.15)
+                ax.fill_between(steps, np.nanmin(ys, 0), np.nanmax(ys, 0), color=color, alpha=0.15)
             ax.set(title=title, xlabel="step")
     axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def render_reproduction(report: dict, figures: str = "") -> str:
+    """The whole report as one page, from results.json's content alone; `figures` is the folder of curves.png
+    as seen from where the page lives ("" beside it)."""
+    p = report["protocol"]
+    rows = {k: v for k, v in report.items() if k not in ("protocol", "claims")}
+    builds = ", ".join(f"{prior} `{b['path']}` (sha256 {b['sha256'][:12]})" for prior, b in p["models"].items()
+                       if b.get("path"))
+    shown = [c for c in report["claims"] if c["verdict"] == verdicts.SHOWN]
+    against = [c for c in report["claims"] if c["verdict"] == verdicts.CONTRADICTED]
+    nd = [c for c in report["claims"] if c["verdict"] == verdicts.NOT_DETECTABLE]
+    missing = [c for c in report["claims"] if c["verdict"] == verdicts.NOT_RUN]
+    lines = [
+        "# Reproducing the Tool Prior Paradox", "",
+        f"Models: {builds}. Report date: {p['date']}. Seeds: {', '.join(map(str, p['seeds']))}; "
+        f"{p['steps']} training steps per run; evaluation at steps {', '.join(map(str, p['eval_steps']))}.", "",
+        "This page is rendered from `results.json` beside it by `python trainers/sweep.py --report-only` "
+        "(`--render-only` rewrites it from the JSON alone).", "",
+        "## Protocol", "",
+        f"- Every checkpoint of every row, step 0 included, plays the same {p['eval_episodes']} validation "
+        f"episodes from episode {p['eval_first_episode']} (the shipped models were selected on episodes 0-119): "
+        f"K drawn per episode from {{{p['budgets'].replace(',', ', ')}}} (the same draw for every row), "
+        f"{'a' if p['think_prefix'] else 'no'} think prefix, parallel dispatch of up to {p['max_calls_per_turn']} "
+        f"calls in up to {p['max_turns']} turns, T = {p['temperature']}, with the sub-agent and with no tool "
+        f"advertised. The full checkpoints also play under sequential dispatch with {p['sequential_turns']} turns.",
+        "- A seed's evaluations sample with that seed's generation seeds: the spread over seeds holds evaluation "
+        "noise. A seed draws the same training prompts in every row, so rows are compared seed by seed.",
+        "- f_tau: the released PARA-GRPO format on the whole trajectory at T = 0.7, whatever the row trains on; "
+        "f_tau (own tokens): the same format on the agent's own tokens, as the released code reads a response; "
+        "kappa: executed sub-agent calls per rollout. Each is the mean over the last quarter of training steps.",
+        "- Rows with learning rate 0 (cold_start, cold_start_vanilla) are the matched baselines: the same "
+        "rollouts as their trained rows, no update. Their evaluation is the starting model's.",
+        f"- Decision rule, fixed before the runs: {p['decision_rule']}. **shown**: p < alpha the claimed way; "
+        "**contradicted**: p < alpha the other way; **not detectable**: inside the noise. p (Holm) is the "
+        "family-wise adjusted p beside it.", "",
+        f"## Verdicts: {len(shown)} shown, {len(against)} contradicted, {len(nd)} not detectable, "
+        f"{len(missing)} not run", "",
+        claims_markdown(report["claims"]),
+        "## The rows", "",
+        "Means ± std over seeds; accuracies are shares of episodes answered right.", "",
+        markdown_table(rows),
+        "## Beside the paper", "",
+        "The paper's accuracy is VideoMME in % for an 8B model on real videos; ours is the protocol's held-out "
+        "synthetic episodes in % for a tiny model: compare directions between rows, not levels.", "",
+        side_by_side_markdown(rows),
+        f"![f_tau both ways, kappa and eval accuracy against step]({figures}curves.png)", ""]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ CLI
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Unknown flags are passed to every trainer run (after the preset's, so they win).")
+                                epilog="Unknown flags are passed to every trainer run (they replace the preset's "
+                                       "flags of the same name; a row's defining flags cannot be overridden).")
     p.add_argument("--preset", choices=list(PRESETS), default=None,
-                   help="rows, seeds and schedule of a named experiment; paper: all rows, 3 seeds, 40 steps of "
-                        "4 prompts x G = 8 (GPU); cpu: 5 rows, 1 seed, 12 steps of 2 prompts (about 1 h on a 2-core CPU)")
+                   help="rows, seeds, schedule and evaluation of a named experiment; paper: every row, 3 seeds, 40 "
+                        "steps of 4 prompts x G = 8, 256 evaluation episodes (GPU); paper-long: the core rows for "
+                        "200 steps, evaluated every 50; cpu: 5 rows, 1 seed, 12 steps of 2 prompts (2-core CPU)")
     p.add_argument("--rows", default=None, help=f"comma list from {', '.join(ROWS)} (default: the preset's, "
-                                                "else grpo,anchoring,gating,full,no_tool_reward,no_gamma)")
+                                                f"else {','.join(DEFAULT_ROWS)})")
     p.add_argument("--seeds", default=None, help="comma list of seeds (default: the preset's, else 1)")
-    p.add_argument("--out", default="runs/sweep", help="report folder; runs go to OUT/runs/<row>__s<seed>")
-    p.add_argument("--jobs", type=int, default=1, help="trainer processes at a time (on GPUs, spread over them)")
+    p.add_argument("--out", default="runs/sweep", help="report folder; runs go to OUT/runs/<row>__s<seed>, "
+                                                       "evaluations to OUT/evals")
+    p.add_argument("--jobs", type=int, default=1, help="processes at a time, trainers and evaluations together "
+                                                       "(on GPUs, spread over them)")
     p.add_argument("--time-limit-s", type=float, default=None,
-                   help="stop launching runs and SIGTERM running ones after this many seconds; rerun to resume")
+                   help="stop launching jobs and SIGTERM running ones after this many seconds; rerun to resume")
+    p.add_argument("--learning-rate", default="", help="learning rate of every row that does not define its own "
+                                                       "(the trainers' default when empty)")
+    p.add_argument("--eval-every", type=int, default=None, help="evaluate checkpoints every N steps and at the end "
+                                                                "(default: the preset's, else 20)")
+    p.add_argument("--eval-episodes", type=int, default=None, help="protocol episodes (default: the preset's, else 64)")
+    p.add_argument("--eval-first-episode", type=int, default=None,
+                   help="first protocol episode (default: the preset's, else 1000)")
+    p.add_argument("--eval-batch", type=int, default=Protocol.batch, help="protocol episodes played together")
+    p.add_argument("--gpu-min-free-mb", type=float, default=6000.0,
+                   help="on GPUs, start a job only while its GPU has this much memory free")
     p.add_argument("--strong-model", default="", help="checkpoint folder for the strong-prior rows (default: the "
                                                       "shipped tiny strong cold start); e.g. a Qwen2.5-VL SFT folder")
     p.add_argument("--weak-model", default="", help="checkpoint folder for the weak-prior rows (weak_grpo, weak_full)")
-    p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/runs")
+    p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/runs and OUT/evals")
+    p.add_argument("--render-only", action="store_true", help="only rewrite OUT/REPRODUCTION.md from OUT/results.json")
+    p.add_argument("--render-to", default="", help="also write the page here, its links relative to it (the "
+                                                   "repository's REPRODUCTION.md is the paper preset's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a, extra = p.parse_known_args(argv)
+    out = Path(a.out)
+    if a.render_only:
+        report = json.loads((out / "results.json").read_text())
+        (out / "REPRODUCTION.md").write_text(render_reproduction(report))
+        render_to(report, out, a.render_to)
+        return report
     preset = PRESETS.get(a.preset, {})
-    rows = (a.rows.split(",") if a.rows else preset.get("rows")
-            or ["grpo", "anchoring", "gating", "full", "no_tool_reward", "no_gamma"])
-    rows = [r for r in rows if r]
+    rows = [r for r in (a.rows.split(",") if a.rows else preset.get("rows") or DEFAULT_ROWS) if r]
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         p.error(f"unknown rows {unknown}; known: {list(ROWS)}")
@@ -523,36 +817,108 @@ def main(argv=None):
     if owned:
         p.error(f"the sweep sets {', '.join(owned)} for every run itself (use --out, --seeds, --strong-model and "
                 f"--weak-model)")
+    flags = merge_flags(list(preset.get("flags", [])), extra)
+    problems = conflicts(rows, flags)
+    if problems:
+        p.error("conflicting flags:\n  " + "\n  ".join(problems) + "\ndrop the flag or the row (--learning-rate given "
+                "to the sweep goes to every row that does not define its own)")
     for flag, path in (("--strong-model", a.strong_model), ("--weak-model", a.weak_model)):
         if path and not Path(path).is_dir():
             p.error(f"{flag} {path}: not a folder")
+    if a.learning_rate:
+        try:
+            float(a.learning_rate)
+        except ValueError:
+            p.error(f"--learning-rate must be a number, got {a.learning_rate!r}")
     models = {"strong": a.strong_model, "weak": a.weak_model}
-    out = Path(a.out)
-    flags = list(preset.get("flags", [])) + extra
+    every = a.eval_every if a.eval_every is not None else preset.get("eval_every", 20)
+    protocol = Protocol(eval_first_episode=a.eval_first_episode if a.eval_first_episode is not None
+                        else preset.get("eval_first_episode", 1000),
+                        eval_episodes=a.eval_episodes if a.eval_episodes is not None else preset.get("eval_episodes", 64),
+                        batch=a.eval_batch)
+    available = flag_value(flags, "--dataset-size", 6000)
+    if not any(flag_name(f) in ("source", "eval_source") for f in flags) and \
+            protocol.eval_first_episode + protocol.eval_episodes > available:
+        p.error(f"--eval-first-episode {protocol.eval_first_episode} + --eval-episodes {protocol.eval_episodes} is "
+                f"more than the {available} validation episodes (--dataset-size)")
+    total = flag_value(flags, "--total-steps", 40)
+    ckpt_every = flag_value(flags, "--checkpoint-every", 10)
+    steps = eval_steps(total, every)
+    if any(s % ckpt_every and s != total for s in steps) if ckpt_every else True:
+        p.error(f"--checkpoint-every {ckpt_every} must divide --eval-every {every}: the evaluation reads the "
+                "checkpoints of those steps")
     if not a.report_only:
-        total = flag_value(flags, "--total-steps", 40)
-        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        if not gpus and flag_value(flags, "--device", "auto") in ("auto", "cuda"):
-            import torch
-
-            gpus = [str(i) for i in range(torch.cuda.device_count())]
-        jobs, skipped = [], 0
-        for row in rows:
-            for seed in seeds:
-                run_dir = out / "runs" / run_name(row, seed)
-                if finished(run_dir, total):
-                    skipped += 1
-                    continue
-                argv_run = run_argv(row, seed, out / "runs", flags, models) + (["--resume"] if run_dir.exists() else [])
-                env = {"CUDA_VISIBLE_DEVICES": gpus[len(jobs) % len(gpus)]} if gpus else {}
-                jobs.append(Job(row, seed, argv_run, out / "logs" / f"{run_name(row, seed)}.log", env=env))
-        print(f"sweep: {len(rows)} rows x {len(seeds)} seeds; {skipped} finished, {len(jobs)} to run "
-              f"({a.jobs} at a time); logs in {out / 'logs'}", flush=True)
+        jobs = plan_jobs(out, rows, seeds, flags, models, a.learning_rate, protocol, total, steps)
+        print(f"sweep: {len(rows)} rows x {len(seeds)} seeds; {len(jobs)} jobs to run ({a.jobs} at a time); "
+              f"logs in {out / 'logs'}", flush=True)
         deadline = time.time() + a.time_limit_s if a.time_limit_s else None
-        run_all(jobs, a.jobs, deadline, progress=not a.no_progress)
-    results = build_report(out, rows, seeds)
-    print((out / "results.md").read_text() if results else "no finished steps to report yet")
-    return results
+        run_all(jobs, a.jobs, deadline, progress=not a.no_progress, min_free_mb=a.gpu_min_free_mb,
+                stagger_s=2.0 if any(j.gpu for j in jobs) else 0.0)
+    report = build_report(out, rows, seeds, protocol, total, every, models, a.learning_rate)
+    render_to(report, out, a.render_to)
+    print((out / "claims.md").read_text() if len(report) > 2 else "no finished steps to report yet")
+    return report
+
+
+def render_to(report: dict, out: Path, path: str) -> None:
+    if path:
+        figures = os.path.relpath(out.resolve(), Path(path).resolve().parent).replace(os.sep, "/") + "/"
+        Path(path).write_text(render_reproduction(report, "" if figures == "./" else figures))
+
+
+def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Protocol, total: int,
+              steps: list[int]) -> list[Job]:
+    """The jobs still to do: each prior's starting-model evaluation per seed, each row x seed's training, then
+    its checkpoints' evaluation."""
+    from trainers.core import GRPOArgs, parse_args
+    from trainers.run_state import atomic_write_json
+
+    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+    if not gpus and flag_value(flags, "--device", "auto") in ("auto", "cuda"):
+        import torch
+
+        gpus = [str(i) for i in range(torch.cuda.device_count())]
+    def eval_todo(name, want, conditions):
+        return [s for s in want if any(c not in load_eval(out, name, s) for c in conditions)]
+
+    trainings, evals = [], []
+    for prior in dict.fromkeys(ROWS[r].prior for r in rows):  # the starting model, once per prior and seed
+        folder = out / "evals" / f"start_{prior}"
+        source = ["--model", models[prior]] if models.get(prior) else ["--prior", prior]
+        if not (folder / "args.json").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(folder / "args.json", dataclasses.asdict(parse_args(GRPOArgs, [*source, *flags])))
+        for i, seed in enumerate(seeds):
+            name = start_name(prior, seed)
+            conditions = ["tools", "no_tools", "t0.7"] + (["greedy"] if i == 0 else [])
+            if eval_todo(name, [0], conditions):
+                evals.append(Job(name, eval_argv(out / "evals" / name, [0], seed, conditions, protocol,
+                                                 args_file=folder / "args.json"), out / "logs" / f"{name}.log"))
+    for seed in seeds:  # seed by seed: a sweep stopped early has whole seeds to compare rows on
+        for row in rows:
+            name, run_dir = run_name(row, seed), out / "runs" / run_name(row, seed)
+            argv = run_argv(row, seed, out / "runs", flags, models, learning_rate)
+            conditions = ["tools", "no_tools"] + (["sequential"] if row == "full" else [])
+            recorded = train_metrics(load_history(run_dir))["steps"] == total and (
+                is_untrained(row, learning_rate) or not eval_todo(name, steps, conditions))
+            if recorded:  # its history and evaluations are all the report needs (weights may be elsewhere)
+                continue
+            train_job = ""
+            if not finished(run_dir, total):
+                trainings.append(Job(name, argv + (["--resume"] if run_dir.exists() else []),
+                                     out / "logs" / f"{name}.log", resume_argv=argv + ["--resume"]))
+                train_job = name
+            if is_untrained(row, learning_rate):
+                continue
+            todo = eval_todo(name, steps, conditions)
+            if todo:
+                evals.append(Job(f"eval_{name}", eval_argv(out / "evals" / name, todo, seed, conditions, protocol,
+                                                           run_dir=run_dir),
+                                 out / "logs" / f"eval_{name}.log", after=train_job))
+    jobs = trainings + evals  # the long jobs first; evaluations fill the places they leave
+    for i, j in enumerate(jobs):
+        j.gpu = gpus[i % len(gpus)] if gpus else ""
+    return jobs
 
 
 if __name__ == "__main__":

@@ -1,0 +1,186 @@
+"""The reproduction's protocol and verdicts (trainers/evaluation.py, trainers/verdicts.py, trainers/sweep.py):
+one evaluation for every row, matched baselines, flags that cannot redefine a row, verdicts with three outcomes,
+and a REPRODUCTION.md that is what the report renders from the committed results."""
+
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainers import sweep, verdicts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ verdicts
+def test_t_distribution_matches_the_tables():
+    for q, df, t in ((0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 10, 2.228), (0.95, 5, 2.015), (0.8, 2, 1.061)):
+        assert verdicts.t_ppf(q, df) == pytest.approx(t, abs=1e-3)
+    assert verdicts.two_sided_p(2.0, 5) == pytest.approx(0.1019, abs=1e-4)
+    assert verdicts.two_sided_p(0.0, 3) == pytest.approx(1.0)
+    assert verdicts.t_cdf(-1.5, 3) == pytest.approx(0.1153, abs=1e-4)
+
+
+def _seeds(values):
+    return dict(enumerate(values, start=1))
+
+
+def test_a_planted_effect_is_shown_a_null_not_detectable_and_a_reverse_contradicted():
+    rng = random.Random(0)
+    base = [rng.gauss(0.5, 0.1) for _ in range(5)]  # what a seed's prompts make of any row
+    noise = [rng.gauss(0, 0.01) for _ in range(5)]
+    x = _seeds([b + 0.1 + e for b, e in zip(base, noise)])
+    y = _seeds(base)
+    shown = verdicts.compare(x, y, direction=1)
+    assert shown["verdict"] == "shown" and shown["test"] == "paired t" and shown["p"] < 0.01
+    assert shown["effect"] == pytest.approx(0.1, abs=0.02) and 0 < shown["mde"] < 0.1
+    assert verdicts.compare(x, y, direction=-1)["verdict"] == "contradicted"
+    null = verdicts.compare(_seeds([b + e for b, e in zip(base, noise)]), y, direction=1)
+    assert null["verdict"] == "not detectable" and null["p"] > 0.05 and null["mde"] > abs(null["effect"])
+    # without pairing the seed-to-seed spread (0.1) hides the same 0.1 effect at 5 seeds
+    unpaired = verdicts.compare(x, {k + 10: v for k, v in y.items()}, direction=1)
+    assert unpaired["test"] == "welch t" and unpaired["verdict"] == "not detectable"
+    assert unpaired["mde"] > shown["mde"]
+
+
+def test_verdicts_say_not_run_or_not_detectable_when_they_cannot_decide():
+    assert verdicts.compare({}, {1: 0.5})["verdict"] == "not run"
+    one = verdicts.compare({1: 0.9}, {1: 0.1}, direction=1)
+    assert one["verdict"] == "not detectable" and math.isnan(one["p"])
+    gap = verdicts.one_sample({1: 0.3, 2: 0.35, 3: 0.32}, direction=1)
+    assert gap["verdict"] == "shown" and gap["test"] == "one-sample t"
+
+
+def test_correlation_and_holm():
+    xs = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    up = verdicts.correlation(xs, [0.3, 0.32, 0.35, 0.41, 0.4, 0.47, 0.5, 0.52], direction=1)
+    assert up["verdict"] == "shown" and up["effect"] > 0.9 and up["p"] < 0.001
+    down = verdicts.correlation(xs, [0.5, 0.47, 0.48, 0.41, 0.4, 0.35, 0.3, 0.29], direction=1)
+    assert down["verdict"] == "contradicted"
+    flat = verdicts.correlation(xs, [0.4, 0.1, 0.5, 0.2, 0.45, 0.15, 0.3, 0.35], direction=1)
+    assert flat["verdict"] == "not detectable" and 0 < flat["mde"] < 1
+    assert verdicts.holm([0.01, 0.04, 0.03, float("nan")])[:3] == pytest.approx([0.03, 0.06, 0.06])
+
+
+# ------------------------------------------------------------------ flags that would redefine a row
+def test_flags_that_would_change_a_row_stop_the_sweep(capsys, tmp_path):
+    for row, flag in (("grpo", "--think-prefix"), ("no_gamma", "--penalty-gamma=0.2"), ("grpo_released", "--scoring"),
+                      ("anchoring", "--no-nframes-gating"), ("sequential", "--dispatch")):
+        argv = ["--rows", row, "--report-only", flag] + (["parallel"] if flag in ("--scoring", "--dispatch") else [])
+        with pytest.raises(SystemExit):
+            sweep.main(argv)
+        assert f"row {row} is defined by trainers/" in capsys.readouterr().err
+    # a flag no row is defined by goes to every run; the sweep's --learning-rate to the rows without their own
+    sweep.main(["--rows", "cold_start,full", "--report-only", "--learning-rate", "2e-6", "--max-turns", "2",
+                "--out", str(tmp_path)])
+    runs = Path("runs")
+    full = sweep.run_argv("full", 1, runs, [], learning_rate="2e-6")
+    assert full[full.index("--learning-rate") + 1] == "2e-6"
+    cold = sweep.run_argv("cold_start", 1, runs, [], learning_rate="2e-6")
+    assert [cold[i + 1] for i, f in enumerate(cold) if f == "--learning-rate"] == ["0"]
+
+
+def test_every_trained_row_has_a_matched_untrained_baseline():
+    for name, row in sweep.ROWS.items():
+        if row.baseline:
+            base = sweep.ROWS[row.baseline]
+            assert sweep.is_untrained(row.baseline) and base.script in ("grpo", "para_grpo")
+            # the baseline's trainer and K match the row's: vanilla rows against vanilla, PARA rows against PARA
+            vanilla = row.script == "grpo" or "--no-think-prefix" in row.flags
+            assert (base.script == "grpo") == vanilla, name
+    assert set(sweep.PRESETS["paper"]["rows"]) >= {"cold_start", "cold_start_vanilla", "grpo", "grpo_released",
+                                                    "anchoring", "gating", "full", "no_tool_reward", "no_gamma",
+                                                    "anchor_logprob", "sequential", "weak_grpo", "weak_full",
+                                                    "full_oracle"}
+    long = sweep.PRESETS["paper-long"]
+    assert long["eval_every"] == 50 and long["seeds"] == [1, 2, 3] and "--total-steps" in long["flags"]
+    assert int(long["flags"][long["flags"].index("--total-steps") + 1]) >= 200
+    for preset in ("paper", "paper-long"):
+        assert sweep.PRESETS[preset]["eval_first_episode"] >= 1000 and sweep.PRESETS[preset]["eval_episodes"] >= 256
+
+
+# ------------------------------------------------------------------ a whole sweep on the tiny model
+def test_sweep_evaluates_every_row_on_the_same_episodes_and_reports_verdicts(tiny_dir, tmp_path):
+    out = tmp_path / "out"
+    argv = ["--rows", "cold_start_vanilla,grpo,full", "--seeds", "1,2", "--jobs", "2", "--out", str(out),
+            "--strong-model", tiny_dir, "--eval-every", "1", "--eval-episodes", "4", "--eval-first-episode", "40",
+            "--eval-batch", "4", "--no-progress", "--device", "cpu", "--total-steps", "2", "--group-size", "2",
+            "--prompts-per-step", "1", "--max-new-tokens", "8", "--subagent-max-new-tokens", "6",
+            "--checkpoint-every", "1", "--dataset-size", "60", "--render-to", str(tmp_path / "REPRODUCTION.md")]
+    report = sweep.main(argv)
+    assert set(report) == {"protocol", "claims", "cold_start_vanilla", "grpo", "full"}
+    p = report["protocol"]
+    assert p["eval_first_episode"] == 40 and p["eval_episodes"] == 4 and p["seeds"] == [1, 2] and p["steps"] == 2
+    assert len(p["models"]["strong"]["sha256"]) == 64 and p["date"]
+    # one protocol: every evaluation of every row and of the starting model plays the same episodes, same K
+    files = sorted((out / "evals").glob("*/step_*.json"))
+    names = {f.parent.name for f in files}
+    assert names == {"start_strong__s1", "start_strong__s2", "grpo__s1", "grpo__s2", "full__s1", "full__s2"}
+    budgets = {json.dumps(c["frame_budget"]) for f in files for c in json.loads(f.read_text())["conditions"].values()}
+    assert len(budgets) == 1 and len(json.loads(budgets.pop())) == 4
+    for f in files:
+        record = json.loads(f.read_text())
+        assert record["protocol"] == json.loads(files[0].read_text())["protocol"]
+        assert record["draw"] == int(f.parent.name[-1])  # a seed's own evaluation samples
+    full = json.loads((out / "evals" / "full__s1" / "step_000002.json").read_text())["conditions"]
+    assert set(full) == {"tools", "no_tools", "sequential"}
+    assert set(json.loads((out / "evals" / "start_strong__s1" / "step_000000.json").read_text())["conditions"]) == \
+        {"tools", "no_tools", "t0.7", "greedy"}
+    for row in ("cold_start_vanilla", "grpo", "full"):
+        entry = report[row]
+        assert entry["seeds"] == [1, 2]
+        for key in ("f_tau", "f_tau_generated", "kappa", "eval_accuracy", "eval_accuracy_no_subagent",
+                    "eval_accuracy_delta"):
+            assert set(entry[key]) == {"mean", "std", "ci95", "n"} and entry[key]["n"] == 2, (row, key)
+    assert report["full"]["eval_accuracy_sequential_dispatch"]["n"] == 2
+    # the untrained baseline is the starting model: no change from step 0
+    assert report["cold_start_vanilla"]["eval_accuracy_delta"]["mean"] == 0.0
+    assert report["grpo"]["kappa_vs_baseline"]["test"] == "paired t"
+    verdict_names = {"shown", "contradicted", "not detectable", "not run"}
+    assert all(c["verdict"] in verdict_names and "p" in c and "mde" in c for c in report["claims"])
+    assert {c["claim"] for c in report["claims"] if c["verdict"] == "not run"} >= {
+        "Exploration Anchoring alone lifts the format above vanilla GRPO's"}  # a row this sweep did not run
+    # the page is the JSON rendered; rendering the written JSON again gives the same page
+    page = (out / "REPRODUCTION.md").read_text()
+    assert page == sweep.render_reproduction(json.loads((out / "results.json").read_text()))
+    assert "](out/curves.png)" in (tmp_path / "REPRODUCTION.md").read_text()
+    # a rerun finds everything done and rebuilds the same report
+    stamp = (out / "evals" / "grpo__s1" / "step_000002.json").stat().st_mtime_ns
+    again = sweep.main(argv)
+    assert (out / "evals" / "grpo__s1" / "step_000002.json").stat().st_mtime_ns == stamp
+    assert again["grpo"]["f_tau"] == report["grpo"]["f_tau"]
+
+
+def test_the_committed_reproduction_page_is_the_committed_results_rendered():
+    results = ROOT / "benchmarks" / "results" / "reproduction" / "results.json"
+    if not results.is_file():
+        pytest.skip("no committed reproduction results")
+    report = json.loads(results.read_text())
+    assert (ROOT / "REPRODUCTION.md").read_text() == sweep.render_reproduction(report,
+                                                                               "benchmarks/results/reproduction/")
+    assert (results.parent / "REPRODUCTION.md").read_text() == sweep.render_reproduction(report)
+    for key in ("protocol", "claims", "cold_start", "grpo", "full"):
+        assert key in report
+
+
+def test_the_format_is_read_two_ways_the_released_reading_without_the_prefill():
+    """f_tau over the whole trajectory sees the prefilled '<think>'; the released reading (the agent's own tokens)
+    does not, so the same closed turn scores lower there and an unprefixed one the same both ways."""
+    import gymnasium as gym
+
+    import paravt_env  # noqa: F401
+
+    text = "I can see the answer in the overview.\n</think><answer>A</answer>"
+    scores = {}
+    for prefix in (True, False):
+        env = gym.make("ParaVT-LongVideo-v0", think_prefix="<think>\n" if prefix else None, dataset_size=12).unwrapped
+        env.reset(seed=3)
+        _, _, done, _, info = env.step(text if prefix else "<think>" + text)
+        assert done
+        scores[prefix] = (info["format_reward_common"], info["format_reward_common_generated"])
+    whole, generated = scores[True]
+    assert whole > generated  # the prefill's <think> counts only in the trajectory
+    assert scores[False][0] == scores[False][1] == whole
