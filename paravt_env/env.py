@@ -34,6 +34,8 @@ Keyword arguments:
     video_root: folder that a question file's relative video paths resolve against (default:
         the file's folder). strict: if True, a row whose video is missing stops loading with an
         error naming the file and line; by default such rows are skipped with one warning.
+        allow_videos_outside_root: by default every video path must resolve (symlinks too) inside
+        the video root, and a row pointing elsewhere stops loading naming the file and line.
     split, world_seed, dataset_size, duration: which synthetic episodes (see ``SyntheticDataset``).
     frame_budget: K, the number of overview frames (ignored when ``nframes_gating``).
     nframes_gating: draw K per reset from ``gating_budgets`` = (4, 8, 16, 32, 64), a function of
@@ -219,7 +221,8 @@ class ParaVTLongVideoEnv(gym.Env):
                  think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None, video_root: str | None = None, strict: bool = False, tools: bool = True,
+                 dataset=None, video_root: str | None = None, strict: bool = False,
+                 allow_videos_outside_root: bool = False, tools: bool = True,
                  reward_fns=None, scoring: str = "trajectory"):
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
@@ -240,7 +243,7 @@ class ParaVTLongVideoEnv(gym.Env):
         self.dataset = dataset if dataset is not None else load_dataset(
             source, split=split, seed=world_seed,
             **({"size": dataset_size, "duration": duration} if source in (None, "synthetic")
-               else {"video_root": video_root, "strict": strict}))
+               else {"video_root": video_root, "strict": strict, "allow_outside_root": allow_videos_outside_root}))
         self.budgets, self.nframes_gating = budgets, nframes_gating
         self.dispatch, self.max_turns, self.max_calls = dispatch, max_turns, max_calls_per_turn
         self.subagent, self.think_prefix = subagent, think_prefix or ""

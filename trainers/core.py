@@ -136,6 +136,11 @@ class GRPOArgs:
                               "(default: each question file's folder)")
     strict: bool = arg(False, "a question row whose video file is missing stops the run (default: such rows are "
                               "skipped with one warning)")
+    allow_videos_outside_root: bool = arg(False, "read videos anywhere on disk: by default every video path of a "
+                                                  "question file (relative, file://, absolute, symlinked) must "
+                                                  "resolve inside --video-root (default: the question file's "
+                                                  "folder), and a row pointing elsewhere stops the run naming its "
+                                                  "file and line")
     dispatch: str = arg("parallel", "parallel: several crops per turn go to sub-agents; sequential: one per turn",
                         ("parallel", "sequential"))
     max_turns: int = arg(3, "assistant turns per episode (paper: 3)")
@@ -800,7 +805,8 @@ def load_question_files(args):
         return None, None
     from paravt_env.sources import DatasetError, load_dataset
 
-    kw = dict(video_root=args.video_root or None, strict=args.strict)
+    kw = dict(video_root=args.video_root or None, strict=args.strict,
+              allow_outside_root=args.allow_videos_outside_root)
     train_ds = load_dataset(args.source, **kw) if args.source else None
     eval_path = args.eval_source or args.source
     eval_ds = train_ds if eval_path == args.source else load_dataset(eval_path, **kw)
