@@ -41,7 +41,12 @@ class Frames(NamedTuple):
 
 
 class VideoError(ValueError):
-    """A video that cannot be read or a window that does not fit it."""
+    """A video that cannot be read or a window that does not fit it; ``video`` names the file
+    where the error is the file's (None for a caller's mistake, such as a bad frame time)."""
+
+    def __init__(self, message: str, video: str | None = None):
+        super().__init__(message)
+        self.video = video
 
 
 class DatasetError(ValueError):
@@ -143,7 +148,7 @@ class FileVideoSource(VideoSource):
             raise ValueError(f"backend must be 'auto', 'decord' or 'pyav', got {backend!r}")
         problem = video_file_problem(self.path)
         if problem:
-            raise VideoError(f"{self.path}: {problem}")
+            raise VideoError(f"{self.path}: {problem}", video=self.name)
         self._lock = threading.Lock()  # decoders are not thread-safe; crops run in a pool
         self._reader = None
         self.backend = None
@@ -156,7 +161,7 @@ class FileVideoSource(VideoSource):
             except Exception as exc:  # decoders raise many unrelated types
                 errors.append(f"{b}: {type(exc).__name__}: {str(exc).strip()[:200]}")
         if self.backend is None:
-            raise VideoError(f"{self.path}: cannot decode video ({'; '.join(errors)})")
+            raise VideoError(f"{self.path}: cannot decode video ({'; '.join(errors)})", video=self.name)
 
     # ---- opening: a timeline of frame start times ----------------------------------------------
     def _set_timeline(self, starts: np.ndarray, duration: float, height: int, width: int, rotation: int) -> None:
@@ -370,11 +375,12 @@ class FileVideoSource(VideoSource):
                     frames = self._reader.get_batch(idx.tolist()).asnumpy()
                 else:
                     frames = self._decode_pyav(idx)
-            except VideoError:
+            except VideoError as exc:
+                exc.video = self.name
                 raise
             except Exception as exc:  # a decoder failing mid-file: the caller gets a VideoError
                 raise VideoError(f"{self.path}: cannot decode frames ({type(exc).__name__}: "
-                                 f"{str(exc).strip()[:200]})") from None
+                                 f"{str(exc).strip()[:200]})", video=self.name) from None
         frames = np.ascontiguousarray(frames, dtype=np.uint8)
         if self.rotation:
             frames = np.rot90(frames, k=self.rotation // 90, axes=(1, 2))

@@ -52,7 +52,7 @@ from agents.lmm.graph_decode import DECODE_ATTENTION, FUSABLE
 from trainers import distributed, run_state
 from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
                             structural_mask)
-from trainers.rollouts import (Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
+from trainers.rollouts import (BadVideos, Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
                                episode_stats, make_env, reward_config, subagent_passes)
 from trainers.run_state import RunStateError
 
@@ -136,6 +136,11 @@ class GRPOArgs:
                               "(default: each question file's folder)")
     strict: bool = arg(False, "a question row whose video file is missing stops the run (default: such rows are "
                               "skipped with one warning)")
+    max_bad_video_fraction: float = arg(0.05, "an episode whose video does not decode (damaged mid-file, a folder "
+                                              "or FIFO in its place) is skipped, counted in TensorBoard "
+                                              "(data/videos_skipped) and its video named once; more than this "
+                                              "share of the draws so far (counted as at least 100) failing stops "
+                                              "the run")
     allow_videos_outside_root: bool = arg(False, "read videos anywhere on disk: by default every video path of a "
                                                   "question file (relative, file://, absolute, symlinked) must "
                                                   "resolve inside --video-root (default: the question file's "
@@ -318,6 +323,8 @@ def validate_args(args) -> None:
         path = getattr(args, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name.replace('_', '-')} {path}: no such file (a JSONL or parquet question file)")
+    if not 0.0 <= args.max_bad_video_fraction <= 1.0:
+        raise ValueError(f"--max-bad-video-fraction must be in [0, 1], got {args.max_bad_video_fraction}")
     if args.video_root and not os.path.isdir(args.video_root):
         raise ValueError(f"--video-root {args.video_root}: no such folder")
     resolve_reward_fns(args.reward_fn)  # an entry that does not import stops here, named
@@ -1012,6 +1019,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             stop = _fire(cbs, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
         stop = _agree(stop, dist)
     step = start_step
+    bad_videos = BadVideos(args.max_bad_video_fraction)
     for step0 in range(start_step, start_step if stop else args.total_steps):
         step = step0 + 1
         t0 = time.perf_counter()
@@ -1026,7 +1034,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
                                         sub_max_new_tokens=args.subagent_max_new_tokens,
                                         sub_frames_per_pass=subagent_passes(args),
                                         think_prefix=args.think_prefix,
-                                        gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
+                                        gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer,
+                                        bad_videos=bad_videos)
         model.train()
         adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
                                  group_norm=args.group_norm, batch_norm=args.batch_norm,
@@ -1055,6 +1064,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
         metrics["train/learning_rate"] = lr
         tot_tokens = reduce_sum(gen_tokens, dist)
+        metrics["data/videos_skipped"] = reduce_sum(bad_videos.skipped, dist)
         metrics["perf/step_seconds"] = elapsed
         metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
         for k, v in timer.totals.items():
