@@ -505,6 +505,24 @@ def test_finished_run_resumes_to_repair_final_model_and_never_retrains(reference
         k: v for k, v in before.items() if not k.startswith("checkpoints/step")}
 
 
+@pytest.mark.parametrize("flag, name", [("--run-name", "../escaped"), ("--run-name", "/tmp/absolute"),
+                                        ("--run-name", "a/b"), ("--run-name", ".."), ("--exp-name", "../escaped")])
+def test_a_run_or_experiment_name_that_is_not_one_folder_name_is_refused_before_anything_is_written(
+        tmp_path, flag, name):
+    from trainers import para_grpo
+
+    runs = tmp_path / "sub" / "runs"
+    args = [*TINY, "--runs-dir", str(runs), flag, name]
+    with pytest.raises(SystemExit):
+        para_grpo.main(args)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []  # no runs folder, no lock file, nothing
+    p = train_subprocess(runs, args=args)
+    assert p.returncode != 0 and one_line_error(p.stderr).endswith(
+        f"error: {flag} {name!r} " + ("is '.' or '..'" if name == ".." else "contains a path separator")
+        + ": give one folder name, such as my_run")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
 def test_existing_run_name_without_resume_is_refused(reference, tmp_path):
     shutil.copytree(reference[0], tmp_path / "run")
     before = snapshot(tmp_path / "run")

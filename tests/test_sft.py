@@ -915,6 +915,14 @@ def test_a_planted_pickle_train_state_is_skipped_and_never_run(tmp_path, shared_
     assert state["stage"] == "stage1" and state["step"] == 0
 
 
+def test_an_exp_name_that_is_not_one_folder_name_is_refused_before_anything_is_written(tmp_path):
+    sft = _sft()
+    with pytest.raises(SystemExit, match=r"--exp-name '\.\./x' contains a path separator"):
+        sft.main(sft.parse_args(["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"),
+                                 "--exp-name", "../x", *TINY]))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_stage2_rows_join_stage_two_as_a_part_of_their_own(tmp_path, shared_corpus):
     """--stage2-rows: the folder's rows are sampled in stage 2 beside the rendered parts (their own loss curve),
     and the build records them; one prior at a time."""

@@ -281,6 +281,9 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
 
 def validate_args(args) -> None:
     """Stop before any work on settings that cannot run."""
+    run_state.check_name("--exp-name", args.exp_name)
+    if args.run_name:
+        run_state.check_name("--run-name", args.run_name)
     problem = run_state.model_dir_problem(args.model) if args.model else None
     if problem:
         raise RunStateError(f"--model {args.model}: {problem}")

@@ -557,6 +557,17 @@ def _describe(run_dir: Path) -> str:
     return "files " + ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
+def check_name(flag: str, name: str) -> None:
+    """A run or experiment name is one folder name inside the runs folder: a separator, ``..`` or an
+    absolute path would put the run (and its lock file) elsewhere on the disk. RunStateError otherwise."""
+    seps = {os.sep, os.altsep or os.sep, "/"}
+    problem = ("contains a path separator" if any(c in name for c in seps) else
+               "is '.' or '..'" if name in (".", "..") else
+               "contains a NUL byte" if "\0" in name else None)
+    if problem:
+        raise RunStateError(f"{flag} {name[:80]!r} {problem}: give one folder name, such as my_run")
+
+
 def _mkdir(path: Path, exist_ok: bool = True) -> None:
     try:
         path.mkdir(parents=True, exist_ok=exist_ok)
