@@ -34,6 +34,8 @@ Keyword arguments:
     video_root: folder that a question file's relative video paths resolve against (default:
         the file's folder). strict: if True, a row whose video is missing stops loading with an
         error naming the file and line; by default such rows are skipped with one warning.
+        allow_videos_outside_root: by default every video path must resolve (symlinks too) inside
+        the video root, and a row pointing elsewhere stops loading naming the file and line.
     split, world_seed, dataset_size, duration: which synthetic episodes (see ``SyntheticDataset``).
     frame_budget: K, the number of overview frames (ignored when ``nframes_gating``).
     nframes_gating: draw K per reset from ``gating_budgets`` = (4, 8, 16, 32, 64), a function of
@@ -71,6 +73,7 @@ agent's own tokens alone, as the released code reads a response), ``correct``, `
 from __future__ import annotations
 
 import math
+import os
 import re
 import string
 from concurrent.futures import ThreadPoolExecutor
@@ -208,6 +211,32 @@ def _index(value: Any, name: str) -> int:
     return int(value)
 
 
+_INT = (int, np.integer)
+_REAL = (int, float, np.integer, np.floating)
+_BOOL = (bool, np.bool_)
+_PATH = (str, os.PathLike)
+
+
+def _check_arg(name: str, value: Any, kinds: tuple, want: str, ok: Callable[[Any], bool] | None = None,
+               optional: bool = False) -> None:
+    """Constructor arguments fail at construction, naming the argument: a wrong type would otherwise
+    surface at the first step as an error far from its cause. Booleans are not numbers here."""
+    if optional and value is None:
+        return
+    if not isinstance(value, kinds) or (isinstance(value, _BOOL) and _BOOL[0] not in kinds):
+        raise TypeError(f"{name} must be {want}, got {_show(value)}")
+    if ok is not None and not ok(value):
+        raise ValueError(f"{name} must be {want}, got {_show(value)}")
+
+
+class AnyText(spaces.Text):
+    """A Text space holding any string up to its length (``step`` takes any text: an answer in any
+    script is valid); ``sample`` draws from the printable charset."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
 class ParaVTLongVideoEnv(gym.Env):
     __doc__ = __doc__
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
@@ -220,8 +249,29 @@ class ParaVTLongVideoEnv(gym.Env):
                  think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
                  crop_fps: float = 1.0, crop_max_frames: int = 16,
                  reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None, video_root: str | None = None, strict: bool = False, tools: bool = True,
+                 dataset=None, video_root: str | None = None, strict: bool = False,
+                 allow_videos_outside_root: bool = False, tools: bool = True,
                  reward_fns=None, scoring: str = "trajectory"):
+        _check_arg("source", source, _PATH, "a question file's path or 'synthetic'", optional=True)
+        _check_arg("split", split, (str,), "a split name")
+        _check_arg("world_seed", world_seed, _INT, "an integer >= 0", lambda v: v >= 0)
+        _check_arg("dataset_size", dataset_size, _INT, "an integer >= 1", lambda v: v >= 1)
+        _check_arg("duration", duration, _REAL, "None or seconds > 0", lambda v: math.isfinite(v) and v > 0,
+                   optional=True)
+        _check_arg("frame_budget", frame_budget, _INT, "an integer")
+        for name in ("nframes_gating", "strict", "allow_videos_outside_root", "tools"):
+            _check_arg(name, locals()[name], _BOOL, "True or False")
+        _check_arg("gating_budgets", gating_budgets, (tuple, list), "a tuple of integers",
+                   lambda v: all(isinstance(k, _INT) and not isinstance(k, _BOOL) for k in v))
+        _check_arg("max_turns", max_turns, _INT, "an integer in 1..32", lambda v: 1 <= v <= 32)
+        _check_arg("max_calls_per_turn", max_calls_per_turn, _INT, "an integer in 1..16", lambda v: 1 <= v <= 16)
+        _check_arg("think_prefix", think_prefix, (str,), "a string or None", optional=True)
+        _check_arg("crop_fps", crop_fps, _REAL, "a number of frames per second in (0, 30]",
+                   lambda v: 0 < v <= 30)
+        _check_arg("crop_max_frames", crop_max_frames, _INT, f"an integer in 1..{MAX_CROP_FRAMES}",
+                   lambda v: 1 <= v <= MAX_CROP_FRAMES)
+        _check_arg("reward_config", reward_config, (RewardConfig,), "a RewardConfig or None", optional=True)
+        _check_arg("video_root", video_root, _PATH, "a folder's path or None", optional=True)
         if dispatch not in DISPATCH_RULES:
             raise ValueError(f"dispatch must be one of {tuple(DISPATCH_RULES)}, got {dispatch!r}")
         if not (subagent in ("oracle", "frames") or callable(subagent)):
@@ -241,7 +291,7 @@ class ParaVTLongVideoEnv(gym.Env):
         self.dataset = dataset if dataset is not None else load_dataset(
             source, split=split, seed=world_seed,
             **({"size": dataset_size, "duration": duration} if source in (None, "synthetic")
-               else {"video_root": video_root, "strict": strict}))
+               else {"video_root": video_root, "strict": strict, "allow_outside_root": allow_videos_outside_root}))
         self.budgets, self.nframes_gating = budgets, nframes_gating
         self.dispatch, self.max_turns, self.max_calls = dispatch, max_turns, max_calls_per_turn
         self.subagent, self.think_prefix = subagent, think_prefix or ""
@@ -261,9 +311,9 @@ class ParaVTLongVideoEnv(gym.Env):
             "crop_frames": spaces.Box(0, 255, (c_max, h, w, 3), np.uint8),
             "crop_mask": spaces.Box(0, 1, (c_max,), np.int8),
             "crop_timestamps": spaces.Box(0.0, MAX_SECONDS, (c_max,), np.float32),
-            "text": spaces.Text(MAX_TEXT, min_length=0, charset="".join(sorted(CHARSET))),
+            "text": spaces.Text(MAX_TEXT, min_length=0, charset="".join(sorted(CHARSET))),  # sanitized
         })
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
+        self.action_space = AnyText(MAX_ACTION_CHARS, min_length=0, charset="".join(sorted(CHARSET)))
         self._pool: ThreadPoolExecutor | None = None
         self.episode: Episode | None = None
 
@@ -492,9 +542,10 @@ class ParaVTLongVideoEnv(gym.Env):
                 a, b = r.window
                 head = f"crop_video {a:.1f}-{b:.1f} s ({len(r.frames.timestamps)} frames)"
                 head += "".join(f" [{n}]" for n in r.notes)
-                body = f"{head}: {neutralize_tags(summary[:MAX_SUMMARY_CHARS])}" if summary else f"{head}:"
+                body = f"{head}: {summary[:MAX_SUMMARY_CHARS]}" if summary else f"{head}:"
             else:
                 body = f"Error: {r.error}"
+            body = neutralize_tags(body)  # summaries, and errors and notes echoing the agent's values
             text = f"<tool_response>\n{body}\n</tool_response>\n"
             text_parts.append(text)
             if r.ok and self.subagent == "frames":

@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from .env import CHARSET, MAX_ACTION_CHARS, MAX_SECONDS, MAX_TEXT, ParaVTLongVideoEnv, sanitize
+from .env import CHARSET, MAX_ACTION_CHARS, MAX_SECONDS, AnyText, MAX_TEXT, ParaVTLongVideoEnv, sanitize
 
 SUBAGENT_PROMPT = ("You see a crop of a long video, {a:.1f}-{b:.1f} s. Describe what the frames show: "
                    "the scene, and every coloured object with its colour, shape, position and times.\n"
@@ -56,7 +56,7 @@ class ParaVTParallelEnv(ParallelEnv):
                 "text": spaces.Text(MAX_TEXT, min_length=0, charset=charset),
             }),
         }
-        self._action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=charset)
+        self._action_space = AnyText(MAX_ACTION_CHARS, min_length=0, charset=charset)
 
     @functools.lru_cache(maxsize=None)
     def observation_space(self, agent):

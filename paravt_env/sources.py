@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import stat
 import threading
 import warnings
 from array import array
@@ -40,7 +41,12 @@ class Frames(NamedTuple):
 
 
 class VideoError(ValueError):
-    """A video that cannot be read or a window that does not fit it."""
+    """A video that cannot be read or a window that does not fit it; ``video`` names the file
+    where the error is the file's (None for a caller's mistake, such as a bad frame time)."""
+
+    def __init__(self, message: str, video: str | None = None):
+        super().__init__(message)
+        self.video = video
 
 
 class DatasetError(ValueError):
@@ -140,10 +146,9 @@ class FileVideoSource(VideoSource):
         self.name = str(self.path)
         if backend not in ("auto", "decord", "pyav"):
             raise ValueError(f"backend must be 'auto', 'decord' or 'pyav', got {backend!r}")
-        if not self.path.is_file():
-            raise VideoError(f"{self.path}: video file not found")
-        if self.path.stat().st_size == 0:
-            raise VideoError(f"{self.path}: video file is empty")
+        problem = video_file_problem(self.path)
+        if problem:
+            raise VideoError(f"{self.path}: {problem}", video=self.name)
         self._lock = threading.Lock()  # decoders are not thread-safe; crops run in a pool
         self._reader = None
         self.backend = None
@@ -156,7 +161,7 @@ class FileVideoSource(VideoSource):
             except Exception as exc:  # decoders raise many unrelated types
                 errors.append(f"{b}: {type(exc).__name__}: {str(exc).strip()[:200]}")
         if self.backend is None:
-            raise VideoError(f"{self.path}: cannot decode video ({'; '.join(errors)})")
+            raise VideoError(f"{self.path}: cannot decode video ({'; '.join(errors)})", video=self.name)
 
     # ---- opening: a timeline of frame start times ----------------------------------------------
     def _set_timeline(self, starts: np.ndarray, duration: float, height: int, width: int, rotation: int) -> None:
@@ -370,11 +375,12 @@ class FileVideoSource(VideoSource):
                     frames = self._reader.get_batch(idx.tolist()).asnumpy()
                 else:
                     frames = self._decode_pyav(idx)
-            except VideoError:
+            except VideoError as exc:
+                exc.video = self.name
                 raise
             except Exception as exc:  # a decoder failing mid-file: the caller gets a VideoError
                 raise VideoError(f"{self.path}: cannot decode frames ({type(exc).__name__}: "
-                                 f"{str(exc).strip()[:200]})") from None
+                                 f"{str(exc).strip()[:200]})", video=self.name) from None
         frames = np.ascontiguousarray(frames, dtype=np.uint8)
         if self.rotation:
             frames = np.rot90(frames, k=self.rotation // 90, axes=(1, 2))
@@ -690,11 +696,30 @@ def _resolve(video: str, root: Path) -> Path:
     return Path(video) if os.path.isabs(video) else root / video
 
 
-def _exists(path: Path) -> bool:
+def _inside(path: Path, root_real: str) -> bool:
+    """Whether ``path``, symlinks and ``..`` resolved, lies under ``root_real`` (itself resolved).
+    Decided from the names alone, so the answer never depends on whether the file exists."""
     try:
-        return path.is_file()
-    except (OSError, ValueError):  # a NUL byte or an over-long name: no such file
-        return False
+        real = os.path.realpath(path)
+    except ValueError:  # a NUL byte: no file has that name, and none is looked up
+        real = os.path.abspath(path)
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def video_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a video file (None when it is a regular file). Never opens it: opening
+    a FIFO would block."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # absent, a NUL byte, an over-long name
+        return "video file not found"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a video file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, socket or device), not a video file"
+    if st.st_size == 0:
+        return "video file is empty"
+    return None
 
 
 class FileDataset(Sequence):
@@ -706,9 +731,13 @@ class FileDataset(Sequence):
         max_open_videos: decoders kept open at once.
         video_root: folder that relative video paths (``file://`` prefix allowed) resolve
             against; default: the question file's folder.
-        strict: if True, a row whose video file is missing stops loading with a
-            :class:`DatasetError` naming the file and line; by default such rows are skipped
-            and one warning says how many (the released loader skips them too).
+        strict: if True, a row whose video file is missing (or a folder, a FIFO, empty) stops
+            loading with a :class:`VideoError` naming the file and line; by default such rows
+            are skipped and one warning says how many (the released loader skips them too).
+        allow_outside_root: if False (the default), every video path (relative, ``file://``,
+            absolute, through symlinks) must resolve inside the video root, and a row pointing
+            elsewhere stops loading naming the file and line: a question file from elsewhere
+            reads only the videos under the folder it was given. True reads videos anywhere.
 
     Every row is validated when the file is read, so a bad row fails at once, naming the
     file and line: missing or mistyped fields, an MCQ answer outside its options, a
@@ -717,17 +746,19 @@ class FileDataset(Sequence):
     """
 
     def __init__(self, path: str | os.PathLike, backend: str = "auto", max_open_videos: int = 8,
-                 video_root: str | os.PathLike | None = None, strict: bool = False):
+                 video_root: str | os.PathLike | None = None, strict: bool = False,
+                 allow_outside_root: bool = False):
         self.path = Path(path)
         self.backend = backend
         root = self.path.parent if video_root is None else Path(video_root)
         if video_root is not None and not root.is_dir():
             raise DatasetError(f"video_root {root} is not a folder")
+        root_real = os.path.realpath(root)
         self.rows = []
         self._where = []  # "file:line" of each row, for errors found when its video opens
         seen: dict[str, str] = {}  # id -> where it first appeared
-        exists: dict[Path, bool] = {}
-        missing: list[tuple[str, Path]] = []
+        problems: dict[Path, str | None] = {}
+        missing: list[tuple[str, Path, str]] = []
         total = 0
         for where, row in _read_rows(self.path):
             total += 1
@@ -736,23 +767,31 @@ class FileDataset(Sequence):
                 raise _row_error(where, f"duplicate id {q.id[:60]!r} (first at {seen[q.id]})")
             seen[q.id] = where
             paths = [_resolve(v, root) for v in videos]
-            found = [p for p in paths if exists.setdefault(p, _exists(p))]
+            if not allow_outside_root:
+                # checked before anything looks at the file, so the error says nothing of what lies outside
+                outside = next((v for v, p in zip(videos, paths) if not _inside(p, root_real)), None)
+                if outside is not None:
+                    raise _row_error(where, f"video {outside[:200]!r} lies outside the video root {root}; "
+                                            "allow_outside_root=True (--allow-videos-outside-root) reads videos "
+                                            "anywhere")
+            found = [p for p in paths if problems.setdefault(p, video_file_problem(p)) is None]
             if not found:
                 if strict:
-                    raise VideoError(f"{where}: video file not found: {paths[0]}")
-                missing.append((where, paths[0]))
+                    raise VideoError(f"{where}: {paths[0]}: {problems[paths[0]]}")
+                missing.append((where, paths[0], problems[paths[0]]))
                 continue
             self.rows.append((found[0], q))
             self._where.append(where)
         self.skipped = len(missing)
         if not self.rows:
-            why = (f"the videos of all {total} rows are missing (first: {missing[0][1]})" if missing
-                   else "no questions in file")
+            why = (f"the videos of all {total} rows are missing or unreadable (first: {missing[0][1]}: "
+                   f"{missing[0][2]})" if missing else "no questions in file")
             raise DatasetError(f"{self.path}: {why}")
         if missing:
-            where, video = missing[0]
-            warnings.warn(f"{self.path}: skipped {len(missing)} of {total} rows whose video file is missing "
-                          f"(first: {where}: {video}); strict=True stops at the first instead", stacklevel=2)
+            where, video, problem = missing[0]
+            warnings.warn(f"{self.path}: skipped {len(missing)} of {total} rows whose video file is missing or "
+                          f"unreadable (first: {where}: {video}: {problem}); strict=True stops at the first instead",
+                          stacklevel=2)
         self._cache: dict[Path, FileVideoSource] = {}
         self._max_open = max_open_videos
 

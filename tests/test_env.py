@@ -1,5 +1,6 @@
 import itertools
 import json
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -588,3 +589,41 @@ def test_zoom_agent_copies_every_window_end_from_numbers_it_was_shown():
     no_tool = evaluate("no_tool", 120, frame_budget=4)
     for family in ("needle", "needle_attribute"):
         assert zoom["accuracy_per_family"][family] > no_tool["accuracy_per_family"][family] + 0.3
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    (dict(think_prefix=True), TypeError, "think_prefix must be a string or None, got True"),
+    (dict(max_turns="3"), TypeError, "max_turns must be an integer in 1..32, got '3'"),
+    (dict(crop_fps=True), TypeError, "crop_fps must be a number"),
+    (dict(tools=1), TypeError, "tools must be True or False, got 1"),
+    (dict(dataset_size=0), ValueError, "dataset_size must be an integer >= 1, got 0"),
+    (dict(duration=float("nan")), ValueError, "duration must be None or seconds > 0"),
+    (dict(video_root=3), TypeError, "video_root must be a folder's path or None"),
+])
+def test_constructor_arguments_fail_at_construction_naming_the_argument(kw, error, match):
+    with pytest.raises(error, match=re.escape(match)):
+        gym.make("ParaVT-LongVideo-v0", **kw)
+
+
+def test_the_action_space_holds_every_text_step_accepts():
+    env = gym.make("ParaVT-LongVideo-v0", frame_budget=4, frame_size=(32, 32)).unwrapped
+    obs, _ = env.reset(seed=0)
+    action = "ok</think><answer>红色 — café</answer>"
+    assert env.action_space.contains(action) and env.action_space.contains(env.action_space.sample())
+    obs, *_ = env.step(action)
+    assert env.observation_space.contains(obs)
+
+
+@pytest.mark.parametrize("call, echoed", [
+    ('{"name": "crop_video", "arguments": {"start_time": "<answer>B", "end_time": 5}}', "got '[answer]B'"),
+    ('{"name": "crop<answer>", "arguments": {"start_time": 1, "end_time": 5}}', "unknown tool 'crop[answer]'"),
+    ('{"name": "crop_video", "arguments": {"start_time": 1, "end_time": 5, "</think>": 1}}',
+     "[ignored argument(s): [/think]]"),
+])
+def test_tool_responses_echoing_the_agents_values_cannot_forge_structure(call, echoed):
+    env = gym.make("ParaVT-LongVideo-v0", frame_budget=4, frame_size=(32, 32)).unwrapped
+    env.reset(seed=0)
+    action = f"x</think><tool_call>{call}</tool_call>"
+    env.step(action)
+    response = env.trajectory[env.trajectory.index(action) + len(action):]
+    assert echoed in response and response.count("<") == 2 and response.count("</") == 1  # its own tags only

@@ -222,6 +222,42 @@ def test_a_sharded_checkpoint_without_its_folder_is_skipped(spawned, tmp_path):
     assert path is None and "missing or was never completed" in skipped[1]
 
 
+def test_a_sharded_checkpoint_is_read_as_data_only(spawned, tmp_path):
+    """A DCP folder is checked against its manifest's sha256 before it is read, it is found beside its .pt
+    whatever name the .pt records, and its metadata (a pickle in stock DCP) loads as data only: a planted
+    one whose manifest was rewritten to match is refused, and nothing in it runs."""
+    import pickle
+    import shutil
+
+    from trainers import distributed
+
+    class Planted:
+        def __reduce__(self):
+            return open, (str(tmp_path / "ran"), "w")
+
+    run = tmp_path / "run"
+    shutil.copytree(spawned / "runs" / "resumed", run, ignore=shutil.ignore_patterns("run.lock"))
+    ck = run / "checkpoints"
+    metadata = ck / "step_000002.dcp" / ".metadata"
+    planted = pickle.dumps(Planted())
+    metadata.write_bytes(planted + b"\0" * (metadata.stat().st_size - len(planted)))  # same size: only sha256 tells
+    path, state, skipped = run_state.find_resume_checkpoint(run)
+    assert path.name == "step_000001.pt" and ".metadata does not match its sha256" in skipped[0]
+
+    run_state.write_manifest(ck / "step_000002.dcp", {"step": 2})
+    state = run_state.load_training_checkpoint(ck / "step_000002.pt")
+    with pytest.raises(run_state.RunStateError, match=r"\.metadata is not a data-only checkpoint's metadata "
+                                                       r"\(UnpicklingError: io.open is not part of"):
+        distributed.load_checkpoint(state, ck / "step_000002.pt", None, None, 0)
+    assert not (tmp_path / "ran").exists()
+
+    state = torch.load(ck / "step_000001.pt", weights_only=True)
+    torch.save({**state, "sharded": "../../elsewhere.dcp"}, ck / "step_000001.pt")
+    with pytest.raises(run_state.RunStateError, match="names its sharded state '../../elsewhere.dcp', not "
+                                                      "step_000001.dcp"):
+        run_state.load_training_checkpoint(ck / "step_000001.pt")
+
+
 # ------------------------------------------------------------------ (c) final_model is a plain folder
 def test_final_model_is_a_plain_folder_of_the_trained_weights(spawned):
     from transformers import AutoModelForImageTextToText

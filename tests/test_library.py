@@ -350,6 +350,73 @@ def test_source_file_trains_and_evaluates_on_its_questions(tiny_dir, tmp_path, q
         core.parse_args(GRPOArgs, ["--source", str(tmp_path / "nope.jsonl")])
 
 
+def write_video_corrupt_mid_file(path, duration=60.0, fps=1.0, size=(56, 56)):
+    """A real h264 mp4 (a keyframe every 4 frames) whose header, first and last frames are intact and
+    whose middle fifth of the frame data is zeroed: it opens, and decoding its middle fails."""
+    import struct
+    from fractions import Fraction
+
+    import av
+
+    from paravt_env.world import SyntheticVideo
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=Fraction(fps))
+        stream.width, stream.height, stream.pix_fmt = size[1], size[0], "yuv420p"
+        stream.options = {"g": "4", "keyint_min": "4", "preset": "veryfast"}
+        for img in SyntheticVideo(1, 2, duration=duration).frames_at(np.arange(int(duration * fps)) / fps, size):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    data = bytearray(path.read_bytes())
+    at = 0
+    while data[at + 4:at + 8] != b"mdat":
+        at += struct.unpack(">I", data[at:at + 4])[0]
+    size_ = struct.unpack(">I", data[at:at + 4])[0]
+    lo, hi = at + 8 + int(size_ * 0.4), at + 8 + int(size_ * 0.6)
+    data[lo:hi] = bytes(hi - lo)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_video_corrupt_mid_file_is_skipped_counted_and_named_once(tiny_dir, tmp_path, question_file, capsys):
+    """Its episodes are replaced by others, data/videos_skipped counts them, the log names the video once;
+    past --max-bad-video-fraction the run stops with one line."""
+    import shutil
+
+    from paravt_env.sources import FileVideoSource, VideoError
+
+    data = tmp_path / "data"
+    shutil.copytree(question_file.parent, data)
+    bad = write_video_corrupt_mid_file(data / "bad.mp4")
+    source = FileVideoSource(bad)                      # the header is fine: it opens ...
+    with pytest.raises(VideoError, match="cannot decode frames"):
+        source.overview(16)                            # ... and its middle does not decode
+    rows = [json.loads(line) for line in (data / "episodes.jsonl").read_text().splitlines()]
+    mixed = data / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in rows + [dict(r, id=f"bad{i}", video="bad.mp4")
+                                                                   for i, r in enumerate(rows)]))
+    hist = core.main_for(GRPOArgs, tiny_argv(tiny_dir, tmp_path / "runs", "--source", str(mixed), "--total-steps",
+                                             "2", "--max-bad-video-fraction", "0.5"))
+    assert [h["step"] for h in hist] == [1, 2] and hist[-1]["data/videos_skipped"] > 0
+    err = capsys.readouterr().err
+    assert err.count("[data] skipping episodes of a video that does not decode: ") == 1 and str(bad) in err
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(next((tmp_path / "runs").iterdir())))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("data/videos_skipped")][-1] == hist[-1]["data/videos_skipped"]
+
+    all_bad = data / "bad.jsonl"
+    all_bad.write_text("".join(json.dumps(dict(r, video="bad.mp4")) + "\n" for r in rows))
+    with pytest.raises(SystemExit) as exc:
+        core.main_for(GRPOArgs, tiny_argv(tiny_dir, tmp_path / "runs2", "--source", str(all_bad)))
+    assert str(exc.value.code) == (f"error: 6 of 6 episode draws had a video that does not decode, more than "
+                                   f"--max-bad-video-fraction 0.05 allows (first: {bad}); repair or remove those "
+                                   "videos")
+
+
 def test_no_tools_is_single_turn_with_no_tool_advertised(tiny_dir, tmp_path):
     """The shipped strong checkpoint writes crop calls at K = 4; with --no-tools nothing advertises
     the tool, each episode is one turn, and no call ever runs."""

@@ -116,17 +116,69 @@ def test_release_rows_play_through_the_env(tmp_path, video_dir):
     assert info["correct"]  # IoU 2.5 / 3 with "12.5, 15.0"
 
 
+@pytest.mark.parametrize("how", ["relative", "file_url", "absolute", "symlink", "symlinked_folder"])
+def test_videos_outside_the_video_root_are_refused_saying_nothing_of_them(tmp_path, video_dir, how):
+    """Every way a row can point outside its video root is refused naming the file and line, with the
+    same words whether or not the file outside exists; allow_outside_root=True reads it."""
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = video_dir / "videos" / "clips" / "a.mp4"   # a real video, outside root
+    absent = video_dir / "videos" / "clips" / "none.mp4"
+    errors = []
+    for target in (absent, outside):
+        video = {"relative": lambda: "../" * len(root.parts) + str(target).lstrip("/"),
+                 "file_url": lambda: "file://" + str(target),
+                 "absolute": lambda: str(target)}.get(how, lambda: None)()
+        if how == "symlink":
+            (root / "link.mp4").unlink(missing_ok=True)
+            (root / "link.mp4").symlink_to(target)
+            video = "link.mp4"
+        elif how == "symlinked_folder":
+            (root / "elsewhere").unlink(missing_ok=True)
+            (root / "elsewhere").symlink_to(target.parent)
+            video = "elsewhere/" + target.name
+        path = tmp_path / "q.jsonl"
+        path.write_text(json.dumps(release_row()) + "\n" + json.dumps(release_row(video=video)) + "\n")
+        with pytest.raises(DatasetError) as exc:
+            FileDataset(path, video_root=root)
+        errors.append(str(exc.value).replace(target.name, "NAME"))
+        assert str(exc.value) == (f"{path}:2: video {video!r} lies outside the video root {root}; "
+                                  "allow_outside_root=True (--allow-videos-outside-root) reads videos anywhere")
+    assert errors[0] == errors[1]          # nothing tells whether the outside file exists
+    path.write_text(json.dumps(release_row(video=video)) + "\n")   # the real video outside
+    assert FileDataset(path, video_root=root, allow_outside_root=True)[0].source.duration == pytest.approx(40.0)
+
+
+def test_without_a_video_root_the_question_files_folder_confines_the_videos(tmp_path, video_dir):
+    from trainers import core, para_grpo
+
+    path = tmp_path / "q.jsonl"   # its folder holds no videos: the release row's clips/a.mp4 is elsewhere
+    path.write_text(json.dumps(release_row(video=str(video_dir / "videos" / "clips" / "a.mp4"))) + "\n")
+    with pytest.raises(DatasetError, match=re.escape(f"{path}:1: video ") + ".*lies outside the video root "
+                       + re.escape(str(tmp_path))):
+        FileDataset(path)
+    with pytest.raises(DatasetError, match="lies outside the video root"):
+        gym.make("ParaVT-LongVideo-v0", source=str(path))
+    assert len(gym.make("ParaVT-LongVideo-v0", source=str(path), allow_videos_outside_root=True).unwrapped.dataset) == 1
+    args = core.parse_args(para_grpo.Args, ["--source", str(path), "--eval-every", "0"])
+    with pytest.raises(DatasetError, match="lies outside the video root"):
+        core.load_question_files(args)
+    args = core.parse_args(para_grpo.Args, ["--source", str(path), "--eval-every", "0", "--allow-videos-outside-root"])
+    assert len(core.load_question_files(args)[0]) == 1
+
+
 def test_missing_videos_are_skipped_with_a_count_unless_strict(tmp_path, video_dir):
     rows = release_rows() + [release_row(video="clips/gone.mp4"), release_row(video="file://clips/gone2.mp4"),
                              dict(release_row(), videos=[{"video": "clips/gone.mp4"}, {"video": "clips/a.mp4"}])]
     path = tmp_path / "q.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    with pytest.warns(UserWarning, match=re.escape(f"skipped 2 of 6 rows whose video file is missing (first: "
-                                                   f"{path}:4: {video_dir / 'videos' / 'clips' / 'gone.mp4'})")):
+    with pytest.warns(UserWarning, match=re.escape(f"skipped 2 of 6 rows whose video file is missing or unreadable "
+                                                   f"(first: {path}:4: {video_dir / 'videos' / 'clips' / 'gone.mp4'}: "
+                                                   "video file not found)")):
         data = FileDataset(path, video_root=video_dir / "videos")
     assert len(data) == 4 and data.skipped == 2
     assert data.rows[3][0].name == "a.mp4"  # the first video present
-    with pytest.raises(VideoError, match=re.escape(f"{path}:4: video file not found: ") + ".*gone.mp4"):
+    with pytest.raises(VideoError, match=re.escape(f"{path}:4: ") + ".*gone.mp4: video file not found"):
         FileDataset(path, video_root=video_dir / "videos", strict=True)
     with pytest.raises(VideoError, match=re.escape(f"{path}:4:")):
         gym.make("ParaVT-LongVideo-v0", source=str(path), video_root=str(video_dir / "videos"), strict=True)

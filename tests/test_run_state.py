@@ -426,6 +426,36 @@ def test_damaged_checkpoints_fall_back_or_stop(reference, tmp_path, capsys):
     assert snapshot(run) == before
 
 
+class Planted:
+    """A pickle that creates a file when it is unpickled: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_a_planted_pickle_checkpoint_is_skipped_and_never_run(reference, tmp_path, capsys):
+    """Checkpoints load as data only: a step file holding code is skipped by name, nothing in it runs,
+    and --resume takes the checkpoint before it."""
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(reference[0], run)
+    (run / "final_model").rename(tmp_path / "final_model.bak")
+    marker = tmp_path / "ran"
+    ck4 = run / "checkpoints" / "step_000004.pt"
+    torch.save({"step": 4, "model": {}, "optimizer": {}, "rng": Planted(marker)}, ck4)
+    hist = train_here(tmp_path, "--resume")
+    err = capsys.readouterr().err
+    assert not marker.exists()
+    assert f"--resume: skipping {ck4} is not a data-only checkpoint (it refers to io.open)" in err
+    assert "from step_000002.pt (step 2 of 4)" in err and [h["step"] for h in hist] == [3, 4]
+    assert_reproduces(run, reference)
+    assert not marker.exists()
+
+
 def test_deleted_latest_checkpoint_resumes_from_the_one_before(reference, tmp_path, capsys):
     """A deleted latest checkpoint used to restart the run from step 0, and with a smaller
     --total-steps overwrite the finished final_model."""
@@ -473,6 +503,24 @@ def test_finished_run_resumes_to_repair_final_model_and_never_retrains(reference
         train_here(tmp_path, "--resume")
     assert {k: v for k, v in snapshot(run).items() if not k.startswith("checkpoints/step")} == {
         k: v for k, v in before.items() if not k.startswith("checkpoints/step")}
+
+
+@pytest.mark.parametrize("flag, name", [("--run-name", "../escaped"), ("--run-name", "/tmp/absolute"),
+                                        ("--run-name", "a/b"), ("--run-name", ".."), ("--exp-name", "../escaped")])
+def test_a_run_or_experiment_name_that_is_not_one_folder_name_is_refused_before_anything_is_written(
+        tmp_path, flag, name):
+    from trainers import para_grpo
+
+    runs = tmp_path / "sub" / "runs"
+    args = [*TINY, "--runs-dir", str(runs), flag, name]
+    with pytest.raises(SystemExit):
+        para_grpo.main(args)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []  # no runs folder, no lock file, nothing
+    p = train_subprocess(runs, args=args)
+    assert p.returncode != 0 and one_line_error(p.stderr).endswith(
+        f"error: {flag} {name!r} " + ("is '.' or '..'" if name == ".." else "contains a path separator")
+        + ": give one folder name, such as my_run")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []
 
 
 def test_existing_run_name_without_resume_is_refused(reference, tmp_path):

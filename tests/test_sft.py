@@ -883,7 +883,7 @@ def test_time_budget_stops_cleanly_and_the_same_command_resumes(tmp_path, shared
     # a budget over before stage 1 can start: it stops cleanly, still saves, and says how to resume
     stopped = sft.main(sft.parse_args(argv + ["--time-budget-s", "5"]))
     assert stopped == tmp_path / "out" / "base" and (stopped / "config.json").is_file()
-    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=False)
+    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=True)
     assert state["stage"] == "stage1" and state["step"] == 0 and not (tmp_path / "out" / "cold_start").exists()
     with pytest.raises(SystemExit, match="other settings"):   # a resume must not mix settings
         sft.main(sft.parse_args(argv + ["--stage1-lr", "1e-4"]))
@@ -893,6 +893,34 @@ def test_time_budget_stops_cleanly_and_the_same_command_resumes(tmp_path, shared
     assert info["stage2_stopped"] is None
     assert not (tmp_path / "out" / sft.STATE_FILE).exists()
     assert sft.main(sft.parse_args(argv)) == done  # already built: nothing to do
+
+
+def test_a_planted_pickle_train_state_is_skipped_and_never_run(tmp_path, shared_corpus, capsys):
+    """train_state.pt loads as data only: one holding code is skipped by name and the build starts afresh."""
+    class Planted:
+        def __reduce__(self):
+            return open, (str(tmp_path / "ran"), "w")
+
+    sft = _sft()
+    out = tmp_path / "out"
+    out.mkdir()
+    torch.save({"key": "x", "stage": "stage1", "step": 0, "model": Planted()}, out / sft.STATE_FILE)
+    argv = ["--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "3", "--stage2-steps", "1", *TINY, "--time-budget-s", "5"]
+    assert sft.main(sft.parse_args(argv)) == out / "base"
+    assert not (tmp_path / "ran").exists()
+    assert (f"[sft] skipping {out / sft.STATE_FILE} is not a data-only checkpoint (it refers to io.open); it was "
+            "not loaded and nothing in it ran; starting afresh") in capsys.readouterr().err
+    state = torch.load(out / sft.STATE_FILE, weights_only=True)  # replaced by this build's own state
+    assert state["stage"] == "stage1" and state["step"] == 0
+
+
+def test_an_exp_name_that_is_not_one_folder_name_is_refused_before_anything_is_written(tmp_path):
+    sft = _sft()
+    with pytest.raises(SystemExit, match=r"--exp-name '\.\./x' contains a path separator"):
+        sft.main(sft.parse_args(["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"),
+                                 "--exp-name", "../x", *TINY]))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_stage2_rows_join_stage_two_as_a_part_of_their_own(tmp_path, shared_corpus):
@@ -933,7 +961,7 @@ def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
     path = sft.main(sft.parse_args(argv + ["--time-budget-s", "60"]))
     info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
     assert path.name == "cold_start" and (path / "config.json").is_file() and info["stage2_stopped"] == "time budget"
-    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=False)
+    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=True)
     assert state["stage"] == "stage2" and state["step"] == info["stage2_steps_done"] > 0
 
 

@@ -400,10 +400,12 @@ def test_write_video_validates(tmp_path):
 # ---- question files: bad rows --------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def good_row(exported):
+@pytest.fixture
+def good_row(exported, tmp_path):
     row = json.loads(exported.read_text().splitlines()[0])
-    row["video"] = str(exported.parent / row["video"])  # absolute: the file can live anywhere
+    video = tmp_path / row["video"]   # beside the question file each test writes: inside its video root
+    os.link(exported.parent / row["video"], video)
+    row["video"] = str(video)  # absolute paths work, inside the video root
     return row
 
 
@@ -504,7 +506,7 @@ def test_missing_video_fails_naming_it(tmp_path, good_row):
     path = write_rows(tmp_path / "q.jsonl", [{**good_row, "video": "gone.mp4"}])
     with pytest.raises(DatasetError, match=re.escape(str(tmp_path / "gone.mp4"))):
         FileDataset(path)
-    with pytest.raises(VideoError, match=re.escape(f"{path}:1: video file not found: {tmp_path / 'gone.mp4'}")):
+    with pytest.raises(VideoError, match=re.escape(f"{path}:1: {tmp_path / 'gone.mp4'}: video file not found")):
         FileDataset(path, strict=True)
 
 
@@ -527,7 +529,7 @@ def test_parquet_round_trip(tmp_path, exported):
         r["video"] = str(exported.parent / r["video"])
     path = tmp_path / "q.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    a, b = FileDataset(path), FileDataset(exported)
+    a, b = FileDataset(path, video_root=exported.parent), FileDataset(exported)
     assert [q for _, q in a.rows] == [q for _, q in b.rows]
     assert a[3].source.duration == DURATION
 
@@ -563,7 +565,7 @@ def test_release_shaped_rows_load(tmp_path, video_file):
                     evidence=[[12.0, 15.5]]),
     ]
     path = write_rows(tmp_path / "release.jsonl", rows)
-    data = FileDataset(path)
+    data = FileDataset(path, video_root=video_file.parent)
     q0, q1, q2 = (data[i].question for i in range(3))
     assert (q0.id, q0.text, q0.answer, q0.answer_type, q0.options) == \
            ("r0", "Which of these scenes occurs in the video?", "B", "mcq", ("ocean", "forest", "cave", "sky"))
@@ -576,7 +578,7 @@ def test_release_shaped_rows_load(tmp_path, video_file):
     # and through parquet
     ppath = tmp_path / "release.parquet"
     pq.write_table(pa.Table.from_pylist([rows[0]]), ppath)
-    assert FileDataset(ppath)[0].question.text == q0.text
+    assert FileDataset(ppath, video_root=video_file.parent)[0].question.text == q0.text
 
 
 @pytest.mark.parametrize("kw,match", [

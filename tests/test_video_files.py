@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from fractions import Fraction
 
 import av
@@ -267,3 +268,20 @@ def test_a_picture_stream_before_the_video_is_not_the_video(tmp_path):
         src = FileVideoSource(path, backend)
         assert src.num_frames == 30 and src.duration == pytest.approx(3.0)
         assert np.array_equal(frame_indices(src.frames_at(t, (48, 64))), np.arange(30))
+
+
+def test_a_fifo_or_a_folder_named_like_a_video_says_what_it_is(tmp_path):
+    """Neither is opened (a FIFO would block the reader), and neither is reported as missing."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe.mp4")
+    (tmp_path / "folder.mp4").mkdir()
+    with pytest.raises(VideoError, match=re.escape(f"{tmp_path / 'pipe.mp4'}: is not a regular file (a FIFO")):
+        FileVideoSource(tmp_path / "pipe.mp4")
+    with pytest.raises(VideoError, match=re.escape(f"{tmp_path / 'folder.mp4'}: is a folder, not a video file")):
+        FileVideoSource(tmp_path / "folder.mp4")
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"id": "q", "video": "folder.mp4", "question": "Which?", "answer": "red",
+                                "type": "open"}) + "\n")
+    with pytest.raises(VideoError, match=re.escape(f"{path}:1: {tmp_path / 'folder.mp4'}: is a folder")):
+        FileDataset(path, strict=True)

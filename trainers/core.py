@@ -52,7 +52,7 @@ from agents.lmm.graph_decode import DECODE_ATTENTION, FUSABLE
 from trainers import distributed, run_state
 from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
                             structural_mask)
-from trainers.rollouts import (Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
+from trainers.rollouts import (BadVideos, Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
                                episode_stats, make_env, reward_config, subagent_passes)
 from trainers.run_state import RunStateError
 
@@ -136,6 +136,16 @@ class GRPOArgs:
                               "(default: each question file's folder)")
     strict: bool = arg(False, "a question row whose video file is missing stops the run (default: such rows are "
                               "skipped with one warning)")
+    max_bad_video_fraction: float = arg(0.05, "an episode whose video does not decode (damaged mid-file, a folder "
+                                              "or FIFO in its place) is skipped, counted in TensorBoard "
+                                              "(data/videos_skipped) and its video named once; more than this "
+                                              "share of the draws so far (counted as at least 100) failing stops "
+                                              "the run")
+    allow_videos_outside_root: bool = arg(False, "read videos anywhere on disk: by default every video path of a "
+                                                  "question file (relative, file://, absolute, symlinked) must "
+                                                  "resolve inside --video-root (default: the question file's "
+                                                  "folder), and a row pointing elsewhere stops the run naming its "
+                                                  "file and line")
     dispatch: str = arg("parallel", "parallel: several crops per turn go to sub-agents; sequential: one per turn",
                         ("parallel", "sequential"))
     max_turns: int = arg(3, "assistant turns per episode (paper: 3)")
@@ -271,6 +281,9 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
 
 def validate_args(args) -> None:
     """Stop before any work on settings that cannot run."""
+    run_state.check_name("--exp-name", args.exp_name)
+    if args.run_name:
+        run_state.check_name("--run-name", args.run_name)
     problem = run_state.model_dir_problem(args.model) if args.model else None
     if problem:
         raise RunStateError(f"--model {args.model}: {problem}")
@@ -313,6 +326,8 @@ def validate_args(args) -> None:
         path = getattr(args, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name.replace('_', '-')} {path}: no such file (a JSONL or parquet question file)")
+    if not 0.0 <= args.max_bad_video_fraction <= 1.0:
+        raise ValueError(f"--max-bad-video-fraction must be in [0, 1], got {args.max_bad_video_fraction}")
     if args.video_root and not os.path.isdir(args.video_root):
         raise ValueError(f"--video-root {args.video_root}: no such folder")
     resolve_reward_fns(args.reward_fn)  # an entry that does not import stops here, named
@@ -710,13 +725,19 @@ def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_
 # checkpoints
 # ============================================================================================
 def rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+    """Every generator's state as plain data (lists, numbers, tensors): checkpoints load with
+    ``weights_only``, which refuses numpy arrays."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    return {"python": random.getstate(), "numpy": [name, keys.tolist(), pos, has_gauss, gauss],
+            "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
 def set_rng_state(s: dict) -> None:
-    random.setstate(s["python"])
-    np.random.set_state(s["numpy"])
+    version, internal, gauss = s["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = s["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(s["torch"])
     if s.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(s["cuda"])
@@ -794,7 +815,8 @@ def load_question_files(args):
         return None, None
     from paravt_env.sources import DatasetError, load_dataset
 
-    kw = dict(video_root=args.video_root or None, strict=args.strict)
+    kw = dict(video_root=args.video_root or None, strict=args.strict,
+              allow_outside_root=args.allow_videos_outside_root)
     train_ds = load_dataset(args.source, **kw) if args.source else None
     eval_path = args.eval_source or args.source
     eval_ds = train_ds if eval_path == args.source else load_dataset(eval_path, **kw)
@@ -1000,6 +1022,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             stop = _fire(cbs, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
         stop = _agree(stop, dist)
     step = start_step
+    bad_videos = BadVideos(args.max_bad_video_fraction)
     for step0 in range(start_step, start_step if stop else args.total_steps):
         step = step0 + 1
         t0 = time.perf_counter()
@@ -1014,7 +1037,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
                                         sub_max_new_tokens=args.subagent_max_new_tokens,
                                         sub_frames_per_pass=subagent_passes(args),
                                         think_prefix=args.think_prefix,
-                                        gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer)
+                                        gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer,
+                                        bad_videos=bad_videos)
         model.train()
         adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
                                  group_norm=args.group_norm, batch_norm=args.batch_norm,
@@ -1048,6 +1072,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
         metrics["train/learning_rate"] = lr
         tot_tokens = reduce_sum(gen_tokens, dist)
+        metrics["data/videos_skipped"] = reduce_sum(bad_videos.skipped, dist)
         metrics["perf/step_seconds"] = elapsed
         metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
         for k, v in timer.totals.items():

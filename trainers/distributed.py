@@ -43,6 +43,9 @@ Design choices, and why:
 from __future__ import annotations
 
 import contextlib
+import io
+import pickle
+import sys
 from pathlib import Path
 
 import torch
@@ -171,16 +174,79 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, args, history, r
     return path
 
 
-def load_checkpoint(ck: dict, ck_path: Path, model, optimizer, rank: int) -> dict:
-    """Load the sharded model + optimizer state that the .pt `ck` (read from `ck_path`) points to,
-    whatever world size saved it; returns this rank's RNG state to restore."""
+_METADATA_GLOBALS = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
+                     ("torch.distributed.checkpoint.filesystem", "_StorageInfo")}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Stock DCP unpickles ``.metadata`` with the full pickle, which runs whatever code a planted
+    file holds: here it may name DCP's own record classes, dtypes, sizes and paths only."""
+
+    def find_class(self, module, name):
+        obj = getattr(sys.modules.get(module), name, None) if "." not in name else None
+        if ((module, name) in _METADATA_GLOBALS or (module == "torch" and isinstance(obj, torch.dtype))
+                or (module == "torch.distributed.checkpoint.metadata" and isinstance(obj, type)
+                    and obj.__module__ == module)):
+            return obj
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a checkpoint's metadata")
+
+
+def _read_metadata(path):
     import torch.distributed.checkpoint as dcp
 
+    try:
+        with open(path, "rb") as f:
+            metadata = _MetadataUnpickler(f).load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
+        raise run_state.RunStateError(f"{path} is not a data-only checkpoint's metadata "
+                                      f"({type(exc).__name__}: {str(exc)[:160]})") from exc
+    if not isinstance(metadata, dcp.Metadata):
+        raise run_state.RunStateError(f"{path} holds no checkpoint metadata")
+    return metadata
+
+
+def _data_only_reader_and_planner(folder: Path):
+    """A DCP reader and planner that read plain data only: the metadata as above, non-tensor values
+    with ``weights_only`` (stock DCP loads them with the full pickle too)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    class Reader(dcp.FileSystemReader):
+        def read_metadata(self, *args, **kwargs):
+            metadata = _read_metadata(self._get_metadata_path(kwargs.get("rank")))
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = dcp.metadata.StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    class Planner(DefaultLoadPlanner):
+        def load_bytes(self, read_item, value: io.BytesIO) -> None:
+            raw = value.read()
+            torch.load(io.BytesIO(raw), weights_only=True)  # raises on anything but plain data
+            super().load_bytes(read_item, io.BytesIO(raw))
+
+    return Reader(str(folder)), Planner()
+
+
+def load_checkpoint(ck: dict, ck_path: Path, model, optimizer, rank: int) -> dict:
+    """Load the sharded model + optimizer state that the .pt `ck` (read from `ck_path`) points to,
+    whatever world size saved it; returns this rank's RNG state to restore. The folder was checked
+    against its manifest when the .pt was loaded; here its files are read as data only."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
     _, _, get_state_dict, set_state_dict = _state_dict_api()
-    folder = Path(ck_path).parent / ck["sharded"]
+    folder = run_state.sharded_folder(Path(ck_path), ck)
+    _read_metadata(folder / ".metadata")  # a refused file stops here, before DCP logs its own tracebacks
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optimizer": optim_sd}
-    dcp.load(state, checkpoint_id=str(folder))
+    reader, planner = _data_only_reader_and_planner(folder)
+    try:
+        dcp.load(state, storage_reader=reader, planner=planner)
+    except CheckpointException as exc:
+        errors = [e[0] if isinstance(e, tuple) else e for e in exc.failures.values()]
+        why = "; ".join(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1][:200]}" for e in errors)
+        raise run_state.RunStateError(f"{folder} does not load as plain data ({why})") from exc
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     rngs = ck.get("rng_per_rank") or []
     return rngs[rank] if rank < len(rngs) and len(rngs) == td.get_world_size() else ck["rng"]

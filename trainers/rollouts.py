@@ -1,6 +1,7 @@
 """Rollout collection: G multi-turn episodes per prompt through the environment, batched.
 
     make_env            the env a trainer's arguments describe (reward configuration included)
+    BadVideos           episodes whose video does not decode: skipped, counted, the run stopped past a share
     collect_rollouts    one episode per env, all envs batched turn by turn; the policy plays the
                         main agent and, as ``agents.lmm.Subagent`` (the env's own sub-agent: one
                         prompt), every sub-agent call of a turn in one batch (env.begin_turn /
@@ -13,6 +14,7 @@ Token-in/token-out: conversations are extended with the exact sampled tokens, ne
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -90,21 +92,64 @@ class Timer:
         return _T()
 
 
+class BadVideos:
+    """Episodes whose video does not decode (``VideoError`` at reset: a file damaged in its middle, a
+    folder or FIFO where a video should be). Each is skipped and another drawn in its place; each video
+    is named once in the log; once more than ``max_fraction`` of the draws so far (counted as at least
+    ``MIN_DRAWS``, so the first bad draw of a run does not stop it) failed, the run stops with one line."""
+
+    MIN_DRAWS = 100
+    MAX_TRIES = 50  # redraws for one env before giving up on it (the fraction usually stops the run first)
+
+    def __init__(self, max_fraction: float = 0.05, log=None):
+        self.max_fraction, self.draws, self.skipped = max_fraction, 0, 0
+        self.named: dict[str, None] = {}  # in the order first seen
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    def reset(self, env, seed: int, options: dict | None):
+        """``env.reset``, redrawing (seed derived from ``seed`` and the try, any pinned episode dropped)
+        while the drawn video does not decode: rollouts of one prompt share a seed, so they share the
+        replacement too."""
+        from paravt_env.sources import VideoError
+
+        for attempt in range(self.MAX_TRIES):
+            self.draws += 1
+            try:
+                return env.reset(seed=derive_seed(seed, attempt) if attempt else seed,
+                                 options=options if not attempt else
+                                 {k: v for k, v in (options or {}).items() if k != "episode_index"})
+            except VideoError as exc:
+                self.skipped += 1
+                name = exc.video or str(exc)
+                if name not in self.named:
+                    self.named[name] = None
+                    self.log(f"[data] skipping episodes of a video that does not decode: {exc}")
+                if self.skipped > self.max_fraction * max(self.draws, self.MIN_DRAWS):
+                    raise VideoError(f"{self.skipped} of {self.draws} episode draws had a video that does not "
+                                     f"decode, more than --max-bad-video-fraction {self.max_fraction:g} allows "
+                                     f"(first: {next(iter(self.named))}); repair or remove those videos") from None
+        raise VideoError(f"{self.MAX_TRIES} draws in a row had a video that does not decode (last: {name})")
+
+
 def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups: Sequence[int], *,
                      temperature: float, top_p: float, max_new_tokens: int, sub_max_new_tokens: int,
                      think_prefix: bool, gen_seed: int, timer: Timer | None = None,
                      reset_options: Sequence[dict | None] | None = None,
                      sub_frames_per_pass: int | str | None = "auto",
-                     sub_temperature: float | None = None) -> list[Rollout]:
+                     sub_temperature: float | None = None, bad_videos: BadVideos | None = None) -> list[Rollout]:
     """Play one episode per env, all envs batched turn by turn. Envs with the same reset seed are
     the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
     a turn form one more batch. The sub-agents sample at ``temperature`` too, unless ``sub_temperature`` is
-    given and >= 0 (0: greedy). Returns finished rollouts with the token-level conversations."""
+    given and >= 0 (0: greedy). With ``bad_videos``, an episode whose video does not decode is replaced
+    (see ``BadVideos``); without, its VideoError propagates. Returns finished rollouts with the token-level
+    conversations."""
     timer = timer or Timer()
     rollouts = []
     with timer("env"):
         for i, (env, s) in enumerate(zip(envs, reset_seeds)):
-            _, info = env.reset(seed=int(s), options=(reset_options[i] if reset_options else None))
+            options = reset_options[i] if reset_options else None
+            _, info = (bad_videos.reset(env, int(s), options) if bad_videos is not None
+                       else env.reset(seed=int(s), options=options))
             r = Rollout(env, groups[i], info=info)
             r.conv = policy.start(info["messages"])
             rollouts.append(r)

@@ -474,28 +474,56 @@ def save_training_checkpoint(run_dir: Path, step: int, state: dict, history: lis
     return path
 
 
-def load_training_checkpoint(path: Path) -> dict:
-    """The checkpoint dict, or RunStateError saying why it does not load."""
+def load_data_only(path: Path):
+    """``torch.load`` of a file that may hold tensors, numbers, strings and containers of them only.
+    Checkpoints come from other people's run folders: a pickled object of any other kind would run
+    code on load, so it is refused (RunStateError naming the file), never run."""
+    import pickle
+
     import torch
 
     try:
         if path.stat().st_size == 0:
             raise RunStateError(f"{path} is empty (0 bytes)")
-        ck = torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except RunStateError:
         raise
-    except Exception as exc:  # torch reports damage as RuntimeError, EOFError, UnpicklingError, ...
+    except pickle.UnpicklingError as exc:
+        if not str(exc).startswith("Weights only load failed"):
+            raise RunStateError(f"{path} is truncated or corrupt (UnpicklingError: {str(exc)[:160]})") from exc
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        what = f"it refers to {found.group(1)}" if found else "it holds more than tensors and plain data"
+        raise RunStateError(f"{path} is not a data-only checkpoint ({what}); it was not loaded and nothing "
+                            "in it ran") from exc
+    except Exception as exc:  # torch reports damage as RuntimeError, EOFError, ...
         first = (str(exc).splitlines() or [""])[0][:160]
         raise RunStateError(f"{path} is truncated or corrupt ({type(exc).__name__}: {first})") from exc
+
+
+def sharded_folder(path: Path, ck: dict) -> Path | None:
+    """The DCP folder a ``--fsdp`` checkpoint's model and optimizer live in (None when it has none):
+    always its own ``step_N.dcp`` sibling, whatever name the file records."""
+    if ck.get("sharded") is None:
+        return None
+    folder = path.with_suffix(".dcp")
+    if ck["sharded"] != folder.name:
+        raise RunStateError(f"{path} names its sharded state {str(ck['sharded'])[:80]!r}, not {folder.name}")
+    return folder
+
+
+def load_training_checkpoint(path: Path) -> dict:
+    """The checkpoint dict, or RunStateError saying why it does not load. A sharded checkpoint's
+    folder is checked whole against its manifest (sizes and sha256) before anything reads it."""
+    ck = load_data_only(path)
     missing = [k for k in _CKPT_KEYS if not isinstance(ck, dict) or k not in ck]
     if missing:
         raise RunStateError(f"{path} is not a training checkpoint (no {', '.join(missing)})")
     m = _CKPT_RE.match(path.name)
     if m and int(ck["step"]) != int(m.group(1)):
         raise RunStateError(f"{path} holds step {ck['step']}, not the step its name says")
-    if ck.get("sharded") is not None:  # --fsdp: model and optimizer live in a DCP folder beside it
-        folder = path.parent / str(ck["sharded"])
-        problem = (manifest_problem(folder) if (folder / MANIFEST_NAME).is_file()
+    folder = sharded_folder(path, ck)
+    if folder is not None:
+        problem = (manifest_problem(folder, deep=True) if (folder / MANIFEST_NAME).is_file()
                    else "the folder is missing or was never completed")
         if problem:
             raise RunStateError(f"{path}: its sharded state {folder.name}: {problem}")
@@ -527,6 +555,17 @@ def _describe(run_dir: Path) -> str:
         return f"checkpoints up to step {ckpts[0][0]}"
     names = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_NAME and not _TEMP_RE.match(p.name))
     return "files " + ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+
+
+def check_name(flag: str, name: str) -> None:
+    """A run or experiment name is one folder name inside the runs folder: a separator, ``..`` or an
+    absolute path would put the run (and its lock file) elsewhere on the disk. RunStateError otherwise."""
+    seps = {os.sep, os.altsep or os.sep, "/"}
+    problem = ("contains a path separator" if any(c in name for c in seps) else
+               "is '.' or '..'" if name in (".", "..") else
+               "contains a NUL byte" if "\0" in name else None)
+    if problem:
+        raise RunStateError(f"{flag} {name[:80]!r} {problem}: give one folder name, such as my_run")
 
 
 def _mkdir(path: Path, exist_ok: bool = True) -> None:

@@ -178,6 +178,7 @@ from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
 from paravt_env.questions import FAMILIES  # noqa: E402
+from trainers.run_state import RunStateError, check_name, load_data_only  # noqa: E402
 
 try:  # the batch-friendly forward and GPU pixel values (same numbers as the stock path)
     from agents.lmm.fast_qwen import enable_fast_path, pixel_values_from_frames
@@ -1109,6 +1110,10 @@ def main(args: Args) -> Path:
     t_start = time.time()
     deadline = (args.deadline_unix if args.deadline_unix > 0 else
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
+    try:
+        check_name("--exp-name", args.exp_name)
+    except RunStateError as exc:
+        raise SystemExit(f"error: {exc}") from None
     for flag in ("stage2_native_share", "stage2_native_traces", "drill_no_tool_share"):
         if not 0.0 <= getattr(args, flag) <= 1.0:
             raise SystemExit(f"--{flag.replace('_', '-')} must be in [0, 1], got {getattr(args, flag)}")
@@ -1144,7 +1149,12 @@ def main(args: Args) -> Path:
         print(f"[sft] {out} is already built (cold_start + sft_args.json); nothing to do", file=sys.stderr)
         return out / "cold_start"
     out.mkdir(parents=True, exist_ok=True)
-    state = torch.load(state_path, map_location="cpu", weights_only=False) if state_path.is_file() else None
+    state = None
+    if state_path.is_file():
+        try:
+            state = load_data_only(state_path)
+        except RunStateError as exc:  # overwritten by this run's first save
+            print(f"[sft] skipping {exc}; starting afresh", file=sys.stderr)
     if state is not None and state["key"] != state_key(args):
         raise SystemExit(f"{state_path} belongs to a run with other settings; resume with the same flags, or delete "
                          f"it (or pick another --out) to start afresh")
