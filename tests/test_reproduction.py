@@ -184,3 +184,23 @@ def test_the_format_is_read_two_ways_the_released_reading_without_the_prefill():
     whole, generated = scores[True]
     assert whole > generated  # the prefill's <think> counts only in the trajectory
     assert scores[False][0] == scores[False][1] == whole
+
+
+def test_jobs_wait_for_their_run_and_an_out_of_memory_job_is_retried_with_fewer_neighbours(tmp_path):
+    """run_all on real processes: a job that dies of GPU memory runs again (its resume command) with one job
+    fewer at a time; a job waiting on a failed one never starts; one waiting on a finished one does."""
+    flag = tmp_path / "tried"
+    oom_once = (f"import pathlib, sys; p = pathlib.Path({str(flag)!r})\n"
+                "if not p.exists():\n    p.touch(); print('torch.OutOfMemoryError: CUDA out of memory.'); sys.exit(1)")
+    py = sys.executable
+    jobs = [sweep.Job("train_a", [py, "-c", oom_once], tmp_path / "a.log",
+                      resume_argv=[py, "-c", f"open({str(tmp_path / 'resumed')!r}, 'w')"]),
+            sweep.Job("train_b", [py, "-c", "import sys; sys.exit(3)"], tmp_path / "b.log"),
+            sweep.Job("eval_a", [py, "-c", f"open({str(tmp_path / 'eval_a')!r}, 'w')"], tmp_path / "c.log",
+                      after="train_a"),
+            sweep.Job("eval_b", [py, "-c", f"open({str(tmp_path / 'eval_b')!r}, 'w')"], tmp_path / "d.log",
+                      after="train_b")]
+    codes = sweep.run_all(jobs, parallel=2, deadline=None, progress=False)
+    assert codes == {"train_a": 0, "train_b": 3, "eval_a": 0, "eval_b": -1}
+    assert jobs[0].tries == 2 and (tmp_path / "resumed").exists()  # the second try ran the resume command
+    assert (tmp_path / "eval_a").exists() and not (tmp_path / "eval_b").exists()

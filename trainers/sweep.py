@@ -454,7 +454,7 @@ def checksum(folder: str | os.PathLike) -> str:
 
 
 def build_report(out: Path, rows: list[str], seeds: list[int], protocol: Protocol, total_steps: int,
-                 every: int, models: dict[str, str] | None = None, learning_rate: str = "") -> dict:
+                 every: int, models: dict[str, str] | None = None, learning_rate: str = "", preset: str = "") -> dict:
     """results.json, the markdown tables, curves.png and REPRODUCTION.md from OUT/runs and OUT/evals."""
     steps_evaluated = eval_steps(total_steps, every)
     results: dict = {}
@@ -495,7 +495,8 @@ def build_report(out: Path, rows: list[str], seeds: list[int], protocol: Protoco
         for m in ("f_tau", "kappa"):
             entry[f"{m}_vs_baseline"] = (verdicts.compare(_by_seed(entry, m), _by_seed(base, m)) if base else
                                          {"verdict": verdicts.NOT_RUN})
-    report = {"protocol": protocol_record(protocol, seeds, total_steps, steps_evaluated, models, learning_rate),
+    report = {"protocol": {"preset": preset or "custom", "rows": rows,
+                           **protocol_record(protocol, seeds, total_steps, steps_evaluated, models, learning_rate)},
               **results}
     report["claims"] = claims(results, out, seeds, checkpoints)
     out.mkdir(parents=True, exist_ok=True)
@@ -593,7 +594,25 @@ def claims(results: dict, out: Path, seeds: list[int], checkpoints: list[tuple[f
     adjusted = verdicts.holm([c["p"] for c in out_claims])
     for c, p in zip(out_claims, adjusted):
         c["p_holm"] = p
+        c["reason"] = reason(c, results)
     return out_claims
+
+
+def reason(c: dict, results: dict) -> str:
+    """What the numbers say about a claim that is not shown: the effect against the smallest one this many seeds
+    could detect, and for training metrics how many groups had any reward signal to learn from."""
+    if c["verdict"] in (verdicts.SHOWN, verdicts.NOT_RUN):
+        return c.get("note", "")
+    parts = []
+    if c["verdict"] == verdicts.CONTRADICTED:
+        parts.append(f"the difference goes the other way ({c['effect']:+.3f})")
+    elif not math.isnan(c.get("mde", float("nan"))):
+        parts.append(f"an effect of {abs(c['effect']):.3f} against a minimum detectable {c['mde']:.3f} at n = {c['n']}")
+    rows = [r for r in dict.fromkeys(c["rows"]) if r in results]
+    if c["metric"] in ("f_tau", "f_tau_generated", "kappa") and rows:
+        parts.append("groups without reward signal " + ", ".join(
+            f"{r} {results[r]['groups_without_signal']['mean']:.2f}" for r in rows))
+    return "; ".join(parts)
 
 
 def _num(x: float, digits: int = 3) -> str:
@@ -605,11 +624,12 @@ def _num(x: float, digits: int = 3) -> str:
 
 
 def claims_markdown(claims_list: list[dict]) -> str:
-    lines = ["| claim of the paper | verdict | effect (a - b) | p | p (Holm) | mde | n | test |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| claim of the paper | verdict | effect (a - b) | p | p (Holm) | mde | n | test | what the numbers say |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c in claims_list:
         lines.append(f"| {c['claim']} | **{c['verdict']}** | {_num(c.get('effect'))} | {_num(c.get('p'))} | "
-                     f"{_num(c.get('p_holm'))} | {_num(c.get('mde'))} | {c.get('n', 0)} | {c.get('test', '')} |")
+                     f"{_num(c.get('p_holm'))} | {_num(c.get('mde'))} | {c.get('n', 0)} | {c.get('test', '')} | "
+                     f"{c.get('reason', '')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -723,7 +743,8 @@ def render_reproduction(report: dict, figures: str = "") -> str:
     missing = [c for c in report["claims"] if c["verdict"] == verdicts.NOT_RUN]
     lines = [
         "# Reproducing the Tool Prior Paradox", "",
-        f"Models: {builds}. Report date: {p['date']}. Seeds: {', '.join(map(str, p['seeds']))}; "
+        f"Preset: `{p.get('preset', 'custom')}`. Models: {builds}. Report date: {p['date']}. "
+        f"Seeds: {', '.join(map(str, p['seeds']))}; "
         f"{p['steps']} training steps per run; evaluation at steps {', '.join(map(str, p['eval_steps']))}.", "",
         "This page is rendered from `results.json` beside it by `python trainers/sweep.py --report-only` "
         "(`--render-only` rewrites it from the JSON alone).", "",
@@ -854,7 +875,7 @@ def main(argv=None):
         deadline = time.time() + a.time_limit_s if a.time_limit_s else None
         run_all(jobs, a.jobs, deadline, progress=not a.no_progress, min_free_mb=a.gpu_min_free_mb,
                 stagger_s=2.0 if any(j.gpu for j in jobs) else 0.0)
-    report = build_report(out, rows, seeds, protocol, total, every, models, a.learning_rate)
+    report = build_report(out, rows, seeds, protocol, total, every, models, a.learning_rate, a.preset or "")
     render_to(report, out, a.render_to)
     print((out / "claims.md").read_text() if len(report) > 2 else "no finished steps to report yet")
     return report
