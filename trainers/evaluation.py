@@ -21,8 +21,8 @@ Conditions (each a separate pass over the same episodes):
     python trainers/evaluation.py --args runs/para_grpo__s1/args.json --steps 0 --out-dir runs/eval_start
 
 Writes OUT_DIR/step_NNNNNN.json per checkpoint (conditions already there are kept: a rerun does only what is
-missing). Step 0 is the run's starting model; step N its checkpoint of step N (checkpoints/step_N.pt, or
-final_model when N is the run's last step and no checkpoint of it is kept).
+missing). Step 0 is the run's starting model; step N its checkpoint of step N (checkpoints/step_N.pt: a run
+evaluated this way keeps a checkpoint of every step it is evaluated at, as the sweep's do).
 """
 
 from __future__ import annotations
@@ -130,18 +130,11 @@ def load_base_args(path: str | os.PathLike):
 
 
 def checkpoint_state(run_dir: Path, step: int) -> dict | None:
-    """The model weights of `run_dir` at `step`: its checkpoint of that step, else its final_model when that is
-    the step's; None when neither is kept."""
+    """The model weights of `run_dir` at `step` (checkpoints/step_N.pt); None when no checkpoint of it is kept."""
     from trainers import run_state
 
     ckpt = Path(run_dir) / run_state.CHECKPOINT_DIR / f"step_{step:06d}.pt"
-    if ckpt.is_file():
-        return run_state.load_training_checkpoint(ckpt)["model"]
-    if run_state.final_model_problem(run_dir, step) is None:
-        import safetensors.torch
-
-        return safetensors.torch.load_file(str(Path(run_dir) / run_state.FINAL_MODEL / "model.safetensors"))
-    return None
+    return run_state.load_training_checkpoint(ckpt)["model"] if ckpt.is_file() else None
 
 
 def evaluate_steps(base, steps: list[int], out_dir: Path, protocol: Protocol, conditions: list[str], draw: int,
