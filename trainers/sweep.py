@@ -567,8 +567,8 @@ def claims(results: dict, out: Path, seeds: list[int], checkpoints: list[tuple[f
         out_claims.append({"claim": claim, "metric": metric, "rows": [a, b], "direction": direction, **c})
     # the same checkpoint under both dispatches
     if "full" in results:
-        par, seq = _by_seed(results["full"], "eval_accuracy"), _by_seed(results["full"], "eval_accuracy_sequential_dispatch")
-        c = verdicts.compare(par, seq, 1)
+        full = results["full"]
+        c = verdicts.compare(_by_seed(full, "eval_accuracy"), _by_seed(full, "eval_accuracy_sequential_dispatch"), 1)
     else:
         c = {"verdict": verdicts.NOT_RUN, "effect": float("nan"), "p": float("nan"), "mde": float("nan"), "n": 0,
              "test": "none", "note": "row full not in this sweep"}
@@ -646,8 +646,9 @@ def markdown_table(results: dict) -> str:
              "K = 4 | K = 64 | eval acc w/o sub | eval calls | steps | min/run |", "|---" * 14 + "|"]
     for row, r in results.items():
         minutes = r["seconds"]["mean"] / 60 if r["seconds"]["n"] else float("nan")
-        lines.append(f"| {row} | {r['about']} | {len(r['seeds'])} | {_fmt(r['f_tau'])} | {_fmt(r['f_tau_generated'])} | "
-                     f"{_fmt(r['kappa'], 2)} | {_fmt(r['eval_accuracy'])} | {_fmt(r['eval_accuracy_delta'], signed=True)} | "
+        lines.append(f"| {row} | {r['about']} | {len(r['seeds'])} | {_fmt(r['f_tau'])} | "
+                     f"{_fmt(r['f_tau_generated'])} | {_fmt(r['kappa'], 2)} | {_fmt(r['eval_accuracy'])} | "
+                     f"{_fmt(r['eval_accuracy_delta'], signed=True)} | "
                      f"{_fmt(r['eval_accuracy_k4'])} | {_fmt(r['eval_accuracy_k64'])} | "
                      f"{_fmt(r['eval_accuracy_no_subagent'])} | {_fmt(r['eval_kappa'], 2)} | "
                      f"{r['steps']['mean']:.0f} | {minutes:.1f} |")
@@ -687,7 +688,8 @@ def side_by_side_markdown(results: dict) -> str:
                      f"{_fmt(r['eval_accuracy'], 1, 100)} |")
     if "full" in results:
         r = results["full"]
-        lines.append(f"| full, sequential dispatch | the same checkpoints | {len(r['seeds'])} | - | - | - | - | 61.4 | - | "
+        lines.append(f"| full, sequential dispatch | the same checkpoints | {len(r['seeds'])} | - | - | - | - | 61.4 | "
+                     "- | "
                      f"{paper('full', 'acc_sub_sequential', 1)} | "
                      f"{_fmt(r['eval_accuracy_sequential_dispatch'], 1, 100)} |")
     return "\n".join(lines) + "\n"
@@ -855,7 +857,8 @@ def main(argv=None):
     every = a.eval_every if a.eval_every is not None else preset.get("eval_every", 20)
     protocol = Protocol(eval_first_episode=a.eval_first_episode if a.eval_first_episode is not None
                         else preset.get("eval_first_episode", 1000),
-                        eval_episodes=a.eval_episodes if a.eval_episodes is not None else preset.get("eval_episodes", 64),
+                        eval_episodes=(a.eval_episodes if a.eval_episodes is not None
+                                       else preset.get("eval_episodes", 64)),
                         batch=a.eval_batch)
     available = flag_value(flags, "--dataset-size", 6000)
     if not any(flag_name(f) in ("source", "eval_source") for f in flags) and \
