@@ -884,10 +884,38 @@ def main(argv=None):
     return report
 
 
+README_BEGIN, README_END = "<!-- reproduction verdicts: rendered by trainers/sweep.py -->", "<!-- end of verdicts -->"
+
+
+def readme_block(report: dict, page: str = "REPRODUCTION.md") -> str:
+    """The verdicts as the README shows them: one line per claim, from the report alone."""
+    p = report["protocol"]
+    lines = [README_BEGIN,
+             f"Preset `{p.get('preset', 'custom')}`, seeds {', '.join(map(str, p['seeds']))}, {p['steps']} steps a run, "
+             f"{p['eval_episodes']} protocol episodes, {p['date']} ([{page}]({page}) has every number):", ""]
+    for c in report["claims"]:
+        p_text = "" if math.isnan(c.get("p", float("nan"))) else f" (p = {_num(c['p'])})"
+        lines.append(f"- {c['claim']}: **{c['verdict']}**{p_text}")
+    return "\n".join(lines + ["", README_END])
+
+
+def replace_readme_block(text: str, block: str) -> str:
+    """`text` with the part between the verdict markers replaced by `block` (ValueError without the markers)."""
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"no '{README_BEGIN}' ... '{README_END}' block to replace")
+    return text[:start] + block + text[end + len(README_END):]
+
+
 def render_to(report: dict, out: Path, path: str) -> None:
+    """Write the page to `path` with its links relative to it, and refresh the verdicts block of the README beside
+    it when that README has one."""
     if path:
         figures = os.path.relpath(out.resolve(), Path(path).resolve().parent).replace(os.sep, "/") + "/"
         Path(path).write_text(render_reproduction(report, "" if figures == "./" else figures))
+        readme = Path(path).resolve().parent / "README.md"
+        if readme.is_file() and README_BEGIN in readme.read_text():
+            readme.write_text(replace_readme_block(readme.read_text(), readme_block(report, Path(path).name)))
 
 
 def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Protocol, total: int,
