@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The GPU measurements of "Scaling up" (README) in one call on a 2x H200 host, ~9 minutes:
+# The GPU measurements of docs/scaling.md on a 2-GPU host (2x H200: ~9 minutes):
 #   1. one GPU each, side by side: rollout generation at the Qwen2.5-VL-3B/-7B language-model shapes,
 #      stock vs static-cache compiled (GPU 0); PARA-GRPO vs TRL's GRPOTrainer, then the fast path,
 #      on the tiny model (GPU 1);
 #   2. FSDP2 GRPO steps over both GPUs at the 7B and 3B shapes.
-# Results go to $R (default benchmarks/results/gpu), logs to runs/gpu/; needs the wheels of
-# transformers 5.24 and trl (+ datasets) on PYTHONPATH where the machine lacks them.
+# Results go to $R (default benchmarks/results/gpu), logs to runs/gpu/; needs transformers 5.24 or later and trl
+# (+ datasets): pip install -e ".[all]".
 set -u
 R=${R:-benchmarks/results/gpu}
 mkdir -p "$R" runs/gpu

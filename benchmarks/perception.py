@@ -19,7 +19,7 @@ Measured (``agents.lmm.perception`` defines every number; world settings = the c
 
 The sub-agent is ``agents.lmm.Subagent`` as the env gets it: it looks at a crop in passes of at most 4
 frames and merges their captions (``--frames-per-pass 0``: one pass over each whole crop, the paper's
-sub-agent; every result recorded before 2026-12-04's third session was measured in one pass).
+sub-agent).
 
 "Tools forbidden": the tool-call tags are suppressed and a turn that has not answered by its
 ``</think>`` is continued from ``</think>\n<answer>``, so it always answers (a bare ban would

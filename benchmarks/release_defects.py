@@ -3,8 +3,8 @@
     python benchmarks/release_defects.py                          # strong cold start, CPU, ~3 min
     python benchmarks/release_defects.py --prompts 32 --out benchmarks/results/release_defects
 
-The released code scores ONE response made of the model's generated tokens only (PAPER.md, "Known
-defects" 1 and 2): the forced ``<think>`` prefix is not in it, and tool responses are masked out, so
+The released code scores ONE response made of the model's generated tokens only (the released code of the ParaVT
+paper, Yang et al., 2026): the forced ``<think>`` prefix is not in it, and tool responses are masked out, so
 the anchor bonus, think-before-tool and balance terms cannot fire with the prefix on, and R_tool's
 "the tool ran" tier (0.3) is unreachable. Our environment scores the whole trajectory with the
 prefix and the tool responses, by the same rules (``RewardConfig()``); ``multi_turn_rules`` is our

@@ -1,6 +1,6 @@
 """Turn / trajectory parser for the ParaVT output grammar.
 
-Grammar (PAPER.md, "Output grammar")::
+Grammar (the output grammar of the ParaVT paper, Yang et al., 2026)::
 
     <think>...</think>
     <tool_call>{"name": "crop_video", "arguments": {...}}</tool_call>   (zero or more, parallel)

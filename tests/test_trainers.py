@@ -443,7 +443,7 @@ def test_torchrun_two_processes_cpu(tiny_dir, tmp_path):
 
 
 def test_gating_budget_is_a_function_of_the_prompt_seed():
-    """PAPER defect 5: K per prompt must not depend on Python's salted hash(); here it is drawn by the env
+    """K per prompt must not depend on Python's salted hash() (as in the released ParaVT code); here it is drawn by the env
     from the reset seed, and the reset seed from (seed, step, rank, prompt) through numpy's SeedSequence."""
     args = GRPOArgs(nframes_gating=True, dataset_size=60)
     seeds = [core.derive_seed(1, step, 0, 0) for step in range(1, 9)]

@@ -26,7 +26,7 @@ from agents.lmm.subagent import Subagent, parse_frames_per_pass
 
 
 def derive_seed(*parts: int) -> int:
-    """A reproducible 31-bit seed from integers (never Python's salted hash(): PAPER defect 5)."""
+    """A reproducible 31-bit seed from integers (never Python's salted hash(), which the released ParaVT code uses)."""
     return int(np.random.SeedSequence([int(p) % (2**63) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
 
 

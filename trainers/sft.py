@@ -421,7 +421,7 @@ class Args:
                                                        "and unseen videos 0.71"})
     stage2_rows: str = field(default="", metadata={"help": "stage 2: one more part, read from a folder of corpus "
                                                  "chunks (chunk_*.npz), e.g. a model's own rollouts written by "
-                                                 "benchmarks/results/self_distill/self_distill.py --rows-out; trained "
+                                                 "benchmarks/cold_start_lineage/self_distill.py --rows-out; trained "
                                                  "on, the rollouts of the start model hold the build near it"})
     stage2_rows_weight: float = field(default=1.0, metadata={"help": "--stage2-rows' sampling weight (1: as often as "
                                                              "its share of the batches)"})

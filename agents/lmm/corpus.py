@@ -169,7 +169,7 @@ def zoom_line(env, scene: str, zoom_think: str = "scene") -> str:
     (410.4 s).", so the calls that follow find their window ends beside the words just written instead of ~500
     tokens back among other scenes' times. Without a sighting in the responses it is the plain line. Trained
     builds write the line and copy their calls from it, but mostly with another scene's times: the lookup is
-    still the hard part (benchmarks/results/scene_view/README.md, twelfth session)."""
+    still the hard part."""
     if zoom_think not in ZOOM_THINKS:
         raise ValueError(f"zoom_think must be one of {ZOOM_THINKS}, not {zoom_think!r}")
     source = env.episode.source
@@ -820,11 +820,10 @@ def sighting_probe(trace: Sample, frames: bool = False) -> Sample | None:
     """A drill of the second tool turn's lookup (``trainers/sft.py --stage2-sighting``): ``trace`` (a paravt tool
     trace) cut after its second tool turn, the only target, with the overview's frames left out (their timestamps
     stay) unless ``frames``. That turn must find the question's scene among five responses full of other scenes and
-    copy the times printed after it; trained builds copy another scene's times instead (benchmarks/results/
-    scene_view/README.md, twelfth session). Without frames a drill renders in milliseconds, so a GPU run can see many;
-    a lookup learned that way did not reach the real turn, where the frames are there
-    (benchmarks/results/scene_view/lookup_form/gpu/README.md), hence ``frames``. Draw them from many videos: on a few
-    hundred, a model learns each video's times instead of the lookup (the same README, thirteenth session). None when
+    copy the times printed after it; trained builds copy another scene's times instead. Without frames a drill renders
+    in milliseconds, so a GPU run can see many; a lookup learned that way did not reach the real turn, where the frames
+    are there, hence ``frames``. Draw them from many videos: on a few hundred, a model learns each video's times
+    instead of the lookup. None when
     the trace has no second tool turn."""
     turns = [i for i, m in enumerate(trace.messages) if m["role"] == "assistant"]
     if len(turns) < 2 or "<tool_call>" not in trace.messages[turns[1]]["content"]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-# The grammar's tags (PAPER.md "Output grammar"). Added as non-special tokens, like Qwen's
+# The grammar's tags (the output grammar of the ParaVT paper, Yang et al., 2026). Added as non-special tokens, like Qwen's
 # `<tool_call>`: they are single tokens but survive `decode(skip_special_tokens=True)`.
 STRUCTURAL_TAGS = (
     "<think>", "</think>",
