@@ -54,6 +54,18 @@ def test_verdicts_say_not_run_or_not_detectable_when_they_cannot_decide():
     assert gap["verdict"] == "shown" and gap["test"] == "one-sample t"
 
 
+def test_seeds_that_agree_exactly_are_judged_by_an_exact_permutation_test():
+    """Accuracies on a few episodes often move by the same count in every seed: no spread, so no t statistic.
+    Two such seeds prove nothing (p = 0.5); six do (p = 2 / 64)."""
+    for n, verdict in ((2, "not detectable"), (5, "not detectable"), (6, "shown")):
+        x = {s: 0.5 + 0.083 + 0.01 * s for s in range(n)}
+        y = {s: 0.5 + 0.01 * s for s in range(n)}
+        c = verdicts.compare(x, y, direction=1)
+        assert c["verdict"] == verdict and c["p"] == pytest.approx(2 / 2 ** n) and "permutation" in c["test"]
+    same = verdicts.compare({1: 0.4, 2: 0.4}, {3: 0.4, 4: 0.4}, direction=1)
+    assert same["verdict"] == "not detectable" and same["p"] == 1.0
+
+
 def test_correlation_and_holm():
     xs = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
     up = verdicts.correlation(xs, [0.3, 0.32, 0.35, 0.41, 0.4, 0.47, 0.5, 0.52], direction=1)

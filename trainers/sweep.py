@@ -606,6 +606,10 @@ def reason(c: dict, results: dict) -> str:
     parts = []
     if c["verdict"] == verdicts.CONTRADICTED:
         parts.append(f"the difference goes the other way ({c['effect']:+.3f})")
+    elif "no spread" in c.get("test", ""):
+        parts.append(f"every seed moved by exactly {c['effect']:+.3f}: with n = {c['n']} an exact permutation test "
+                     f"cannot go below p = {2 / 2 ** c['n']:.2f} (the first rule of this report, fixed before the runs, "
+                     f"read no spread as p = 0: {'shown' if c['effect'] * c['direction'] > 0 else 'contradicted'})")
     elif not math.isnan(c.get("mde", float("nan"))):
         parts.append(f"an effect of {abs(c['effect']):.3f} against a minimum detectable {c['mde']:.3f} at n = {c['n']}")
     rows = [r for r in dict.fromkeys(c["rows"]) if r in results]
@@ -766,7 +770,9 @@ def render_reproduction(report: dict, figures: str = "") -> str:
         "rollouts as their trained rows, no update. Their evaluation is the starting model's.",
         f"- Decision rule, fixed before the runs: {p['decision_rule']}. **shown**: p < alpha the claimed way; "
         "**contradicted**: p < alpha the other way; **not detectable**: inside the noise. p (Holm) is the "
-        "family-wise adjusted p beside it.", "",
+        "family-wise adjusted p beside it. One change after the first results: where the seeds agree exactly "
+        "(no spread, no t statistic) an exact permutation test gives p; the first rule read that as p = 0, and "
+        "each claim it touches says what that rule gave.", "",
         f"## Verdicts: {len(shown)} shown, {len(against)} contradicted, {len(nd)} not detectable, "
         f"{len(missing)} not run", "",
         claims_markdown(report["claims"]),

@@ -11,7 +11,9 @@ Each test returns a verdict:
     contradicted    p < alpha and it goes the other way
     not detectable  p >= alpha: the difference is inside the noise of this many seeds and episodes
 and beside it the p-value and the minimum detectable effect (mde): the smallest true difference this
-test would call at level alpha with the given power, (t_{1-alpha/2} + t_{power}) x standard error.
+test would call at level alpha with the given power, (t_{1-alpha/2} + t_{power}) x standard error. Where the
+values have no spread at all (the t statistic is undefined), an exact permutation test gives p: with n seeds
+that agree exactly, p = 2 / 2^n paired, so two seeds can never show anything.
 
 Pure Python (no scipy): the Student t distribution comes from the regularised incomplete beta function.
 """
@@ -118,11 +120,33 @@ def decide(effect: float, p: float, direction: int, alpha: float = ALPHA) -> str
     return NOT_DETECTABLE
 
 
-def _result(effect, se, df, n, test, direction, alpha, power, note="") -> dict:
-    if se == 0.0:  # no spread at all: any difference is exact, none is no difference
-        p = 1.0 if effect == 0.0 else 0.0
-        mde = 0.0
-    elif df > 0:
+def _permutation_p(x: list[float], y: list[float] | None) -> float:
+    """Exact two-sided permutation p: sign flips of the paired differences x (y None), else relabellings of
+    x and y. What decides when the t statistic is undefined: differences with no spread (accuracies on a few
+    episodes often move by the same count in every seed) say nothing the t-test can weigh."""
+    import itertools
+
+    tol = 1e-9
+    if y is None:
+        observed = abs(sum(x))
+        flips = list(itertools.product((1, -1), repeat=len(x)))
+        return sum(abs(sum(s * v for s, v in zip(signs, x))) >= observed - tol for signs in flips) / len(flips)
+    pooled, k = x + y, len(x)
+    observed = abs(_mean(x) - _mean(y))
+    splits = list(itertools.combinations(range(len(pooled)), k))
+    hits = 0
+    for idx in splits:
+        a = [pooled[i] for i in idx]
+        b = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        hits += abs(_mean(a) - _mean(b)) >= observed - tol
+    return hits / len(splits)
+
+
+def _result(effect, se, df, n, test, direction, alpha, power, note="", exact=None) -> dict:
+    if se <= 1e-12 * max(1.0, abs(effect)) and exact is not None:  # no spread: the t statistic is undefined
+        p, mde = exact(), float("nan")
+        test += ", no spread: exact permutation p"
+    elif df > 0 and se > 0:
         p = two_sided_p(effect / se, df)
         mde = (t_ppf(1 - alpha / 2, df) + t_ppf(power, df)) * se
     else:
@@ -149,7 +173,8 @@ def compare(x: Mapping, y: Mapping, direction: int = 1, paired: bool = True, alp
     if paired and len(common) >= 2:
         d = [x[s] - y[s] for s in common]
         n = len(d)
-        return _result(_mean(d), math.sqrt(_var(d) / n), n - 1, n, "paired t", direction, alpha, power)
+        return _result(_mean(d), math.sqrt(_var(d) / n), n - 1, n, "paired t", direction, alpha, power,
+                       exact=lambda: _permutation_p(d, None))
     xs, ys = list(x.values()), list(y.values())
     effect = _mean(xs) - _mean(ys)
     if len(xs) < 2 or len(ys) < 2:
@@ -158,7 +183,8 @@ def compare(x: Mapping, y: Mapping, direction: int = 1, paired: bool = True, alp
     vx, vy = _var(xs) / len(xs), _var(ys) / len(ys)
     se = math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / ((vx * vx) / (len(xs) - 1) + (vy * vy) / (len(ys) - 1)) if se > 0 else len(xs) + len(ys) - 2
-    return _result(effect, se, df, min(len(xs), len(ys)), "welch t", direction, alpha, power)
+    return _result(effect, se, df, min(len(xs), len(ys)), "welch t", direction, alpha, power,
+                   exact=lambda: _permutation_p(xs, ys))
 
 
 def one_sample(d: Mapping, direction: int = 1, alpha: float = ALPHA, power: float = POWER) -> dict:
