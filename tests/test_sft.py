@@ -509,7 +509,6 @@ def test_args_cli_documents_every_knob(capsys):
     assert all(f.metadata.get("help") for f in dataclasses.fields(sft.Args))
 
 
-@pytest.mark.slow
 def test_default_checkpoint_builds(tmp_path):
     from agents.lmm.default import default_checkpoint
     path = default_checkpoint("weak", cache_dir=str(tmp_path), progress=False, stage1_steps=2, stage2_steps=2,
