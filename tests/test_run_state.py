@@ -381,7 +381,6 @@ def test_killed_while_latest_is_rewritten_resumes_bit_identically(reference, tmp
     assert not [p for p in run.rglob(".*") if p.name != run_state.LOCK_NAME]  # leftovers cleaned
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kill, resumed_from", [
     ("step:3", 2),            # mid-run, between checkpoints
     ("ckpt_write:4", 2),      # the checkpoint's temp file half written
@@ -584,13 +583,17 @@ def test_sweep_counts_a_run_finished_only_with_a_complete_final_model(reference,
 @pytest.mark.slow
 def test_killed_sweep_runs_resume_and_a_held_run_names_its_holder(tmp_path, capsys):
     """Every trainer of a sweep SIGKILLed while it rewrites `latest` (the hook is inherited by the
-    sweep's trainer processes); rerunning the sweep resumes them; a run another process holds fails
-    with the holder named, and the rest of the sweep goes on."""
+    sweep's trainer processes); rerunning the sweep resumes the trained row (its evaluations read its final
+    model) and reports both from their whole histories; a run another process holds fails with the holder
+    named, and the rest of the sweep goes on."""
     from trainers import sweep
 
     out = tmp_path / "out"
+    flags = [("--strong-model" if a == "--model" else a) for a in TINY]  # the sweep's model flag
+    i = flags.index("--subagent")
+    del flags[i:i + 2]  # a row's own setting: the sweep refuses to change it
     cmd = ["--rows", "cold_start,grpo", "--out", str(out), "--no-progress", "--eval-first-episode", "40",
-           "--eval-episodes", "2", *("--strong-model" if a == "--model" else a for a in TINY)]  # the sweep's model flag
+           "--eval-episodes", "2", *flags]
     p = train_subprocess(None, kill="latest_write:4", script="trainers/sweep.py", args=cmd)
     assert p.returncode == 0 and p.stderr.count("failed (exit -9)") + p.stdout.count("failed (exit -9)") == 2
     runs = {row: out / "runs" / f"{row}__s1" for row in ("cold_start", "grpo")}
@@ -600,22 +603,22 @@ def test_killed_sweep_runs_resume_and_a_held_run_names_its_holder(tmp_path, caps
     for row, r in runs.items():
         assert results[row]["steps"]["mean"] == 4 and tb_steps(r) == [1, 2, 3, 4]
         assert [h["step"] for h in json.loads((r / "history.json").read_text())] == [1, 2, 3, 4]
-        assert sweep.finished(r, 4)
+    assert sweep.finished(runs["grpo"], 4), run_state.final_model_problem(runs["grpo"], 4)
     capsys.readouterr()
     shutil.rmtree(runs["grpo"] / "final_model")
-    (runs["cold_start"] / "final_model" / "config.json").unlink()
+    shutil.rmtree(out / "evals" / "grpo__s1")  # so the sweep must train (resume) that run again
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from trainers import run_state; "
                                "run_state.RunLock(sys.argv[1]); print('held', flush=True); time.sleep(600)",
                                str(runs["grpo"])], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        sweep.main(cmd)
+        results = sweep.main(cmd)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=60)
     said = capsys.readouterr()
     assert "grpo__s1 failed (exit 1)" in said.out + said.err and f"in use by another trainer (pid {holder.pid} on " \
         in said.out + said.err
-    assert sweep.finished(runs["cold_start"], 4) and not sweep.finished(runs["grpo"], 4)
+    assert results["cold_start"]["steps"]["mean"] == 4 and not sweep.finished(runs["grpo"], 4)
     sweep.main(cmd)  # the holder is gone: the held run is repaired too
     assert sweep.finished(runs["grpo"], 4)

@@ -509,7 +509,6 @@ def test_args_cli_documents_every_knob(capsys):
     assert all(f.metadata.get("help") for f in dataclasses.fields(sft.Args))
 
 
-@pytest.mark.slow
 def test_default_checkpoint_builds(tmp_path):
     from agents.lmm.default import default_checkpoint
     path = default_checkpoint("weak", cache_dir=str(tmp_path), progress=False, stage1_steps=2, stage2_steps=2,
@@ -753,37 +752,46 @@ def test_training_steps_lower_the_loss_and_checkpoints_reload(records, policy, t
     assert abs(again.item() - after.item()) < 1e-4
 
 
-def test_fast_path_api_is_used_when_present_and_a_failing_one_falls_back(records, policy, tmp_path, monkeypatch):
-    """Contract with agents.lmm.fast_qwen (built in parallel): enable_fast_path(model) once, and
-    pixel_values_from_frames(uint8 (N, H, W, 3) tensor, processor) for every batch with frames."""
+def test_fast_path_trains_on_what_the_stock_path_trains_on_and_an_unusable_one_falls_back(records, policy, tmp_path,
+                                                                                           capsys):
+    """Trainee(fast=True) patches its model with agents.lmm.fast_qwen and builds pixel values in torch; on the
+    same left-padded batch with frames, its pixel values, loss and gradients equal those of the stock Hugging
+    Face forward and image processor (Trainee(fast=False) on an unpatched copy). A model the fast path cannot
+    patch trains on the stock path, saying why."""
+    import copy
+
+    from agents.lmm.fast_qwen import disable_fast_path, is_fast_path_enabled
     sft = _sft()
-    calls = {"pv": 0}
-
-    def enable(model):
-        calls["enable"] = model
-        return model
-
-    def pixel_values(frames, proc):
-        assert isinstance(frames, torch.Tensor) and frames.dtype == torch.uint8 and frames.shape[1:] == (56, 56, 3)
-        calls["pv"] += 1
-        out = proc(images=list(frames.numpy()), return_tensors="pt")
-        return out["pixel_values"], out["image_grid_thw"]
-
-    monkeypatch.setattr(sft, "enable_fast_path", enable)
-    monkeypatch.setattr(sft, "pixel_values_from_frames", pixel_values)
+    stock_model = disable_fast_path(copy.deepcopy(policy.model))  # the policy patched its own model
+    fast_model = disable_fast_path(copy.deepcopy(policy.model))
+    stock = sft.Trainee(stock_model, policy.tokenizer, policy.image_processor, "cpu", fast=False)
+    fast = sft.Trainee(fast_model, policy.tokenizer, policy.image_processor, "cpu")
+    assert fast.fast and is_fast_path_enabled(fast_model) and not is_fast_path_enabled(stock_model)
     loaded = _load(records[1], tmp_path)
-    fast = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu")
-    assert fast.fast and calls["enable"] is policy.model
-    batch = fast.collate(loaded, np.argsort(loaded.lens)[:2])
-    with torch.no_grad():
-        a, _ = fast.loss(batch)
-        b, _ = sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu", fast=False).loss(batch)
-    assert calls["pv"] == 1 and a.item() == pytest.approx(b.item(), abs=1e-6)
+    idx = np.argsort(loaded.lens)[:3]
+    batch = stock.collate(loaded, idx)
+    assert "frames" in batch and len(set(loaded.lens[idx].tolist())) > 1  # images, and rows of unequal padding
+    for a, b in zip(fast.pixel_values(batch["frames"]), stock.pixel_values(batch["frames"])):
+        torch.testing.assert_close(a, b)
+    losses = {}
+    for name, trainee in (("fast", fast), ("stock", stock)):
+        trainee.model.zero_grad()
+        loss, n = trainee.loss(batch)
+        loss.backward()
+        losses[name] = loss.item(), n
+    assert losses["fast"][1] == losses["stock"][1] > 0
+    assert losses["fast"][0] == pytest.approx(losses["stock"][0], abs=1e-5)
+    stock_grads = dict(stock_model.named_parameters())
+    for name, p in fast_model.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, stock_grads[name].grad, atol=1e-5, rtol=1e-4, msg=name)
 
-    def broken(model):
-        raise RuntimeError("transformers 9.9 is not supported")
-    monkeypatch.setattr(sft, "enable_fast_path", broken)
-    assert not sft.Trainee(policy.model, policy.tokenizer, policy.image_processor, "cpu").fast
+    unusable = disable_fast_path(copy.deepcopy(policy.model))
+    del unusable.model.visual.blocks[0].attn.scaling  # vision attention of another transformers release
+    capsys.readouterr()
+    assert not sft.Trainee(unusable, policy.tokenizer, policy.image_processor, "cpu").fast
+    assert "fast path unavailable (FastPathUnavailable: " in capsys.readouterr().err
+    assert not is_fast_path_enabled(unusable)
 
 
 def test_batcher_packs_within_limits_and_covers_each_epoch():

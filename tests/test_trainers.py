@@ -432,7 +432,6 @@ def test_bad_arguments_stop_early(tmp_path, capsys):
     assert "--micro-batch-tokens" in p.stdout
 
 
-@pytest.mark.slow
 def test_torchrun_two_processes_cpu(tiny_dir, tmp_path):
     cmd = ["torchrun", "--nproc_per_node=2", "trainers/para_grpo.py", *tiny_argv(tiny_dir, tmp_path), "--device", "cpu"]
     cmd[0] = str(Path(sys.executable).with_name("torchrun"))
