@@ -937,7 +937,7 @@ def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Pr
 
         gpus = [str(i) for i in range(torch.cuda.device_count())]
     def eval_todo(name, want, conditions):
-        return [s for s in want if any(c not in load_eval(out, name, s) for c in conditions)]
+        return [s for s in want if not set(conditions) <= set(load_eval(out, name, s))]
 
     trainings, evals = [], []
     for prior in dict.fromkeys(ROWS[r].prior for r in rows):  # the starting model, once per prior and seed
@@ -957,18 +957,15 @@ def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Pr
             name, run_dir = run_name(row, seed), out / "runs" / run_name(row, seed)
             argv = run_argv(row, seed, out / "runs", flags, models, learning_rate)
             conditions = ["tools", "no_tools"] + (["sequential"] if row == "full" else [])
-            recorded = train_metrics(load_history(run_dir))["steps"] == total and (
-                is_untrained(row, learning_rate) or not eval_todo(name, steps, conditions))
-            if recorded:  # its history and evaluations are all the report needs (weights may be elsewhere)
+            untrained = is_untrained(row, learning_rate)
+            todo = [] if untrained else eval_todo(name, steps, conditions)
+            if train_metrics(load_history(run_dir))["steps"] == total and not todo:  # its history and evaluations are all the report needs (weights may be elsewhere)
                 continue
             train_job = ""
             if not finished(run_dir, total):
                 trainings.append(Job(name, argv + (["--resume"] if run_dir.exists() else []),
                                      out / "logs" / f"{name}.log", resume_argv=argv + ["--resume"]))
                 train_job = name
-            if is_untrained(row, learning_rate):
-                continue
-            todo = eval_todo(name, steps, conditions)
             if todo:
                 evals.append(Job(f"eval_{name}", eval_argv(out / "evals" / name, todo, seed, conditions, protocol,
                                                            run_dir=run_dir),
