@@ -1,5 +1,3 @@
-from pathlib import Path
-
 from setuptools import find_packages, setup
 
 extras = {
@@ -26,8 +24,13 @@ setup(
     name="paravt-gym",
     version="0.1.0",
     description="ParaVT-Gym: a testbed for agentic video RL with parallel tool calls",
-    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
-    long_description_content_type="text/markdown",
+    long_description=(
+        "A Gymnasium / PettingZoo environment for agentic video reinforcement learning with parallel tool calls "
+        "(long videos, an overview of K frames, parallel crop calls answered by a sub-agent, the released reward "
+        "rule), tiny and Hugging Face vision-language agents, and PARA-GRPO, vanilla GRPO and sequential-tool "
+        "trainers that reproduce the Tool Prior Paradox ablations of the ParaVT paper."),
+    long_description_content_type="text/plain",
+    license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["paravt_env*", "agents*", "trainers*"]),
     package_data={"agents.lmm": ["checkpoints/*/sft_args.json", "checkpoints/*/cold_start/*"]},
