@@ -703,6 +703,9 @@ def play_episodes(policy, env_pool: list, args, episodes: Sequence[int], *, temp
                                     reset_options=[{"episode_index": i} for i in idx])
 
 
+KEPT_TRANSCRIPTS = 8  # an evaluation keeps what the agent wrote in its first episodes, to read beside the numbers
+
+
 def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
                        samples: list | None = None, draw: int = 0) -> list[dict]:
     """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order;
@@ -713,6 +716,9 @@ def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_
                                  sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank,
                                  draw=draw):
         rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
+        for row, r in zip(rows[len(rows) - len(rs):], rs):
+            if row["episode"] < args.eval_first_episode + KEPT_TRANSCRIPTS:
+                row["turns"] = [str(m["content"]) for m in r.env.messages if m["role"] == "assistant"]
         if samples is not None:
             from trainers.samples import capture
 

@@ -80,7 +80,8 @@ def condition_args(base, protocol: Protocol, condition: str):
 
 def summarize(records: list[dict]) -> dict:
     """One condition's numbers: accuracy overall, at K = 4 and K = 64 and per family; the common format on the
-    whole trajectory and on the agent's own tokens; executed and emitted calls; each episode's correctness."""
+    whole trajectory and on the agent's own tokens; executed and emitted calls; each episode's correctness and
+    executed calls; what the agent wrote in the first episodes."""
     from trainers.rollouts import episode_stats
 
     records = sorted(records, key=lambda r: r["episode"])
@@ -98,7 +99,11 @@ def summarize(records: list[dict]) -> dict:
             "kappa": stats["tool_calls_per_rollout"], "kappa_emitted": stats["tool_calls_emitted_per_rollout"],
             "parallel_turn_fraction": stats["parallel_turn_fraction"],
             "correct": [int(r["correct"]) for r in records],
-            "frame_budget": [int(r["frame_budget"]) for r in records]}
+            "frame_budget": [int(r["frame_budget"]) for r in records],
+            "calls": [int(r["executed"]) for r in records],
+            "transcripts": [{"episode": r["episode"], "frame_budget": int(r["frame_budget"]),
+                             "correct": int(r["correct"]), "calls": int(r["executed"]), "turns": r["turns"]}
+                            for r in records if "turns" in r]}
 
 
 def evaluate_policy(policy, base, protocol: Protocol, condition: str, draw: int, dataset=None) -> dict:
