@@ -33,8 +33,9 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["paravt_env*", "agents*", "trainers*"]),
-    package_data={"agents.lmm": ["checkpoints/*/sft_args.json", "checkpoints/*/cold_start/*"]},
-    install_requires=["numpy>=1.24", "gymnasium>=1.0", "pettingzoo>=1.24", "pillow>=9", "tqdm>=4.60"],
+    package_data={"agents.lmm": ["checkpoints/*/sft_args.json", "checkpoints/*/cold_start/*"],
+                  "trainers": ["presets/*.yaml"]},
+    install_requires=["numpy>=1.24", "gymnasium>=1.0", "pettingzoo>=1.24", "pillow>=9", "tqdm>=4.60", "pyyaml>=6"],
     extras_require=extras,
     entry_points={"console_scripts": ["paravt-export=paravt_env.export:main"]},
 )

@@ -84,6 +84,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainers import verdicts  # noqa: E402
+from trainers.config import config_flags, load_config  # noqa: E402
 from trainers.evaluation import Protocol  # noqa: E402
 
 # vanilla format: no prefix, default format weights, no anchor (R_tool stays, as released)
@@ -97,7 +98,6 @@ class Row:
     prior: str = "strong"
     about: str = ""
     baseline: str = ""                # the learning-rate-0 row trained under this row's conditions
-    in_paper: bool = True             # a row of the paper preset
 
 
 ROWS: dict[str, Row] = {
@@ -122,10 +122,8 @@ ROWS: dict[str, Row] = {
     "full_oracle": Row("para_grpo", ("--subagent", "oracle"), about="full, oracle sub-agent in training (control)",
                        baseline="cold_start"),
     "released_scoring": Row("para_grpo", ("--scoring", "generated"),
-                            about="full, scored as released (the agent's own tokens only)", baseline="cold_start",
-                            in_paper=False),
+                            about="full, scored as released (the agent's own tokens only)", baseline="cold_start"),
 }
-PAPER_ROWS = tuple(name for name, row in ROWS.items() if row.in_paper)
 
 # The paper's ablation (Qwen3-VL-8B; f_tau, kappa, and its VideoMME accuracy columns in %, "w/o sub" and
 # "w/ sub", which in VideoMME usually means subtitles; we set our accuracy without / with the sub-agent beside them).
@@ -140,21 +138,22 @@ PAPER_ABLATION: dict[str, dict[str, float]] = {
     "no_gamma": {"f_tau": 0.36, "kappa": 0.27, "acc_no_sub": 61.6, "acc_sub": 69.0},
 }
 
-# Rows, seeds, schedule and evaluation of a named experiment. `flags` go to every trainer run (after the row's
-# own); a flag given on the command line replaces the preset's, but never a row's defining flag.
-PRESETS: dict[str, dict] = {
-    "paper": dict(rows=list(PAPER_ROWS), seeds=[1, 2, 3], eval_every=20, eval_episodes=256, eval_first_episode=1000,
-                  flags=["--total-steps", "40", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
-                         "--checkpoint-every", "5"]),
-    "paper-long": dict(rows=["cold_start_vanilla", "grpo", "grpo_released", "anchoring", "gating", "full"],
-                       seeds=[1, 2, 3], eval_every=50, eval_episodes=256, eval_first_episode=1000,
-                       flags=["--total-steps", "200", "--prompts-per-step", "4", "--gating-budgets", "4,8,16,32,64",
-                              "--checkpoint-every", "10"]),
-    "cpu": dict(rows=["cold_start_vanilla", "grpo", "anchoring", "gating", "full"], seeds=[1], eval_every=12,
-                eval_episodes=24, eval_first_episode=1000,
-                flags=["--total-steps", "12", "--prompts-per-step", "2", "--gating-budgets", "4,8,16,32,64",
-                       "--checkpoint-every", "4"]),
-}
+# A named experiment is a config file in trainers/presets/: rows, seeds, evaluation schedule and a `trainer`
+# mapping of flags for every trainer run (after the row's own flags; the command line replaces them, but never a
+# row's defining flag). `--config FILE` takes a file of the same shape.
+PRESET_DIR = ROOT / "trainers" / "presets"
+
+
+def load_sweep_config(path: str | Path) -> dict:
+    """A sweep config file as the sweep's own options plus ``flags``, the trainer flags of its ``trainer`` mapping."""
+    data = dict(load_config(path))
+    trainer = data.pop("trainer", None) or {}
+    if not isinstance(trainer, dict):
+        raise ValueError(f"{path}: trainer must be a mapping of trainer flags to values")
+    return {**data, "flags": config_flags(trainer, source=f"{path}: trainer")}
+
+
+PRESETS: dict[str, dict] = {f.stem: load_sweep_config(f) for f in sorted(PRESET_DIR.glob("*.yaml"))}
 DEFAULT_ROWS = ["cold_start_vanilla", "grpo", "anchoring", "gating", "full", "no_tool_reward", "no_gamma"]
 
 
@@ -793,9 +792,12 @@ def main(argv=None):
                                 epilog="Unknown flags are passed to every trainer run (they replace the preset's "
                                        "flags of the same name; a row's defining flags cannot be overridden).")
     p.add_argument("--preset", choices=list(PRESETS), default=None,
-                   help="rows, seeds, schedule and evaluation of a named experiment; paper: every row, 3 seeds, 40 "
-                        "steps of 4 prompts x G = 8, 256 evaluation episodes (GPU); paper-long: the core rows for "
-                        "200 steps, evaluated every 50; cpu: 5 rows, 1 seed, 12 steps of 2 prompts (2-core CPU)")
+                   help="a named experiment, trainers/presets/NAME.yaml; paper: every row, 3 seeds, 40 steps of 4 "
+                        "prompts x G = 8, 256 evaluation episodes (GPU); paper-long: the core rows for 200 steps, "
+                        "evaluated every 50; cpu: 5 rows, 1 seed, 12 steps of 2 prompts (2-core CPU)")
+    p.add_argument("--config", default="", help="a YAML or JSON file shaped like a preset (any option of this "
+                                                "command, and a `trainer` mapping of trainer flags); it replaces "
+                                                "the preset's values, and the command line replaces its")
     p.add_argument("--rows", default=None, help=f"comma list from {', '.join(ROWS)} (default: the preset's, "
                                                 f"else {','.join(DEFAULT_ROWS)})")
     p.add_argument("--seeds", default=None, help="comma list of seeds (default: the preset's, else 1)")
@@ -818,11 +820,25 @@ def main(argv=None):
     p.add_argument("--strong-model", default="", help="checkpoint folder for the strong-prior rows (default: the "
                                                       "shipped tiny strong cold start); e.g. a Qwen2.5-VL SFT folder")
     p.add_argument("--weak-model", default="", help="checkpoint folder for the weak-prior rows (weak_grpo, weak_full)")
-    p.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT/runs and OUT/evals")
-    p.add_argument("--render-only", action="store_true", help="only rewrite OUT/REPRODUCTION.md from OUT/results.json")
+    p.add_argument("--report-only", action=argparse.BooleanOptionalAction, default=False,
+                   help="only rebuild the report from OUT/runs and OUT/evals")
+    p.add_argument("--render-only", action=argparse.BooleanOptionalAction, default=False,
+                   help="only rewrite OUT/REPRODUCTION.md from OUT/results.json")
     p.add_argument("--render-to", default="", help="also write the page here, its links relative to it (the "
                                                    "repository's REPRODUCTION.md is the paper preset's)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="a progress bar")
+    a, _ = p.parse_known_args(argv)
+    try:
+        preset = {**PRESETS.get(a.preset, {}), **(load_sweep_config(a.config) if a.config else {})}
+    except ValueError as exc:
+        p.error(str(exc))
+    if a.config and a.preset:
+        preset["flags"] = merge_flags(PRESETS[a.preset]["flags"], preset["flags"])
+    options = {act.dest for act in p._actions} - {"help", "preset", "config"}
+    unknown = sorted(set(preset) - options - {"flags"})
+    if unknown:
+        p.error(f"--config {a.config}: unknown keys {', '.join(unknown)} (the options of this command, and `trainer`)")
+    p.set_defaults(**{k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in preset.items() if k != "flags"})
     a, extra = p.parse_known_args(argv)
     out = Path(a.out)
     if a.render_only:
@@ -830,13 +846,12 @@ def main(argv=None):
         (out / "REPRODUCTION.md").write_text(render_reproduction(report))
         render_to(report, out, a.render_to)
         return report
-    preset = PRESETS.get(a.preset, {})
-    rows = [r for r in (a.rows.split(",") if a.rows else preset.get("rows") or DEFAULT_ROWS) if r]
+    rows = [r for r in (a.rows or ",".join(DEFAULT_ROWS)).split(",") if r]
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
         p.error(f"unknown rows {unknown}; known: {list(ROWS)}")
     try:
-        seeds = [int(s) for s in a.seeds.split(",") if s] if a.seeds else preset.get("seeds", [1])
+        seeds = [int(s) for s in str(a.seeds or "1").split(",") if s]
     except ValueError:
         p.error(f"--seeds must be a comma list of integers, got {a.seeds!r}")
     if a.jobs < 1:
@@ -860,12 +875,9 @@ def main(argv=None):
         except ValueError:
             p.error(f"--learning-rate must be a number, got {a.learning_rate!r}")
     models = {"strong": a.strong_model, "weak": a.weak_model}
-    every = a.eval_every if a.eval_every is not None else preset.get("eval_every", 20)
-    protocol = Protocol(eval_first_episode=a.eval_first_episode if a.eval_first_episode is not None
-                        else preset.get("eval_first_episode", 1000),
-                        eval_episodes=(a.eval_episodes if a.eval_episodes is not None
-                                       else preset.get("eval_episodes", 64)),
-                        batch=a.eval_batch)
+    every = a.eval_every if a.eval_every is not None else 20
+    protocol = Protocol(eval_first_episode=a.eval_first_episode if a.eval_first_episode is not None else 1000,
+                        eval_episodes=a.eval_episodes if a.eval_episodes is not None else 64, batch=a.eval_batch)
     available = flag_value(flags, "--dataset-size", 6000)
     if not any(flag_name(f) in ("source", "eval_source") for f in flags) and \
             protocol.eval_first_episode + protocol.eval_episodes > available:
@@ -882,9 +894,10 @@ def main(argv=None):
         print(f"sweep: {len(rows)} rows x {len(seeds)} seeds; {len(jobs)} jobs to run ({a.jobs} at a time); "
               f"logs in {out / 'logs'}", flush=True)
         deadline = time.time() + a.time_limit_s if a.time_limit_s else None
-        run_all(jobs, a.jobs, deadline, progress=not a.no_progress, min_free_mb=a.gpu_min_free_mb,
+        run_all(jobs, a.jobs, deadline, progress=a.progress, min_free_mb=a.gpu_min_free_mb,
                 stagger_s=2.0 if any(j.gpu for j in jobs) else 0.0)
-    report = build_report(out, rows, seeds, protocol, total, every, models, a.learning_rate, a.preset or "")
+    report = build_report(out, rows, seeds, protocol, total, every, models, a.learning_rate,
+                          a.preset or (Path(a.config).stem if a.config else ""))
     render_to(report, out, a.render_to)
     print((out / "claims.md").read_text() if len(report) > 2 else "no finished steps to report yet")
     return report
