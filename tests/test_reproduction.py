@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainers import sweep, verdicts
+from trainers.config import config_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,6 +113,24 @@ def test_every_trained_row_has_a_matched_untrained_baseline():
     assert int(long["flags"][long["flags"].index("--total-steps") + 1]) >= 200
     for preset in ("paper", "paper-long"):
         assert sweep.PRESETS[preset]["eval_first_episode"] >= 1000 and sweep.PRESETS[preset]["eval_episodes"] >= 256
+
+
+def test_a_config_file_sets_the_sweep_and_the_command_line_wins(tmp_path):
+    cfg = tmp_path / "mine.yaml"
+    cfg.write_text("rows: [grpo, full]\nseeds: [4, 5]\neval_every: 2\ntrainer:\n  total_steps: 4\n"
+                   "  checkpoint_every: 2\n")
+    report = sweep.main(["--config", str(cfg), "--seeds", "7", "--out", str(tmp_path / "out"), "--report-only"])
+    p = report["protocol"]
+    assert p["rows"] == ["grpo", "full"] and p["seeds"] == [7] and p["steps"] == 4 and p["preset"] == "mine"
+    # a trainer flag in the file that would redefine a row stops the sweep like one on the command line
+    cfg.write_text("rows: [grpo]\ntrainer:\n  think_prefix: true\n")
+    with pytest.raises(SystemExit):
+        sweep.main(["--config", str(cfg), "--out", str(tmp_path / "out"), "--report-only"])
+    cfg.write_text("rows: [grpo]\nbogus: 1\n")
+    with pytest.raises(SystemExit):
+        sweep.main(["--config", str(cfg), "--out", str(tmp_path / "out"), "--report-only"])
+    assert config_flags({"total_steps": 4, "think_prefix": False, "seeds": [1, 2]}) == \
+        ["--total-steps", "4", "--no-think-prefix", "--seeds", "1,2"]
 
 
 # ------------------------------------------------------------------ a whole sweep on the tiny model
