@@ -174,8 +174,16 @@ def test_sweep_evaluates_every_row_on_the_same_episodes_and_reports_verdicts(tin
     assert all(c["verdict"] in verdict_names and "p" in c and "mde" in c for c in report["claims"])
     assert {c["claim"] for c in report["claims"] if c["verdict"] == "not run"} >= {
         "Exploration Anchoring alone lifts the format above vanilla GRPO's"}  # a row this sweep did not run
+    # what the agents wrote is kept beside the numbers: each episode's calls, the first episodes' turns
+    tools = json.loads((out / "evals" / "grpo__s1" / "step_000002.json").read_text())["conditions"]["tools"]
+    assert len(tools["calls"]) == 4 and [t["episode"] for t in tools["transcripts"]] == [40, 41, 42, 43]
+    assert all(t["turns"] and isinstance(t["turns"][0], str) for t in tools["transcripts"])
+    t = report["grpo"]["transcript"]
+    assert t["calls"] == 0 or all(x["calls"] > 0 for x in tools["transcripts"])  # the first without a call if any
+    assert 0.0 <= report["grpo"]["eval_no_call_share"]["mean"] <= 1.0
     # the page is the JSON rendered; rendering the written JSON again gives the same page
     page = (out / "REPRODUCTION.md").read_text()
+    assert "## What the agents write" in page and "[turn 1] " in page
     assert page == sweep.render_reproduction(json.loads((out / "results.json").read_text()))
     assert "](out/curves.png)" in (tmp_path / "REPRODUCTION.md").read_text()
     # a rerun finds everything done and rebuilds the same report

@@ -433,14 +433,26 @@ def eval_metrics(final: dict, start: dict) -> dict:
     out["eval_accuracy_delta"] = out["eval_accuracy"] - get(start, "tools", "accuracy")
     out["eval_accuracy_no_subagent_delta"] = out["eval_accuracy_no_subagent"] - get(start, "no_tools", "accuracy")
     out["eval_accuracy_start"] = get(start, "tools", "accuracy")
+    calls = final.get("tools", {}).get("calls")
+    out["eval_no_call_share"] = sum(c == 0 for c in calls) / len(calls) if calls else nan
     return out
+
+
+def transcript(final: dict, limit: int = 400) -> dict | None:
+    """One episode the agent played under the protocol (with the sub-agent): the first it answered without a
+    call, else the first kept; each turn cut to `limit` characters."""
+    kept = final.get("tools", {}).get("transcripts") or []
+    if not kept:
+        return None
+    t = next((t for t in kept if t["calls"] == 0), kept[0])
+    return {**t, "turns": [x if len(x) <= limit else x[:limit] + " [...]" for x in t["turns"]]}
 
 
 METRICS = ("f_tau", "f_tau_generated", "f_own", "kappa", "kappa_emitted", "parallel_turn_fraction", "train_accuracy",
            "groups_without_signal", "reward_std_in_group", "kl", "eval_accuracy", "eval_accuracy_no_subagent",
            "eval_accuracy_delta", "eval_accuracy_no_subagent_delta", "eval_accuracy_start", "eval_accuracy_k4",
            "eval_accuracy_k64", "eval_format", "eval_kappa", "eval_accuracy_sequential_dispatch",
-           "eval_kappa_sequential_dispatch", "steps", "seconds")
+           "eval_kappa_sequential_dispatch", "eval_no_call_share", "steps", "seconds")
 
 
 def checksum(folder: str | os.PathLike) -> str:
@@ -488,6 +500,9 @@ def build_report(out: Path, rows: list[str], seeds: list[int], protocol: Protoco
             entry[m] = spread([s[m] for s in per_seed.values()])
         entry["per_seed"] = {str(k): v for k, v in per_seed.items()}
         entry["curves"] = curves
+        first = min(per_seed)
+        entry["transcript"] = transcript(load_eval(out, start_name(spec.prior, first), 0) if untrained
+                                         else load_eval(out, run_name(row, first), total_steps))
         results[row] = entry
     for row, entry in results.items():  # the change from the matched learning-rate-0 baseline, seed by seed
         base = results.get(entry["baseline"])
@@ -782,8 +797,30 @@ def render_reproduction(report: dict, figures: str = "") -> str:
         "The paper's accuracy is VideoMME in % for an 8B model on real videos; ours is the protocol's held-out "
         "synthetic episodes in % for a tiny model: compare directions between rows, not levels.", "",
         side_by_side_markdown(rows),
-        f"![f_tau both ways, kappa and eval accuracy against step]({figures}curves.png)", ""]
+        f"![f_tau both ways, kappa and eval accuracy against step]({figures}curves.png)", "",
+        *transcripts_markdown(rows)]
     return "\n".join(lines)
+
+
+def transcripts_markdown(rows: dict) -> list[str]:
+    """What each row's last checkpoint writes under the protocol: the share of episodes it answers without a
+    call, and one episode (the first without a call, if any) in the agent's own words."""
+    kept = {name: r for name, r in rows.items() if r.get("transcript")}
+    if not kept:
+        return []
+    fence = "`" * 3
+    lines = ["## What the agents write", "",
+             "Each row's last checkpoint (the starting model for rows with learning rate 0), seed "
+             "with the lowest number, with the sub-agent: the share of protocol episodes answered without a call "
+             "(mean over seeds), and the first kept episode it answered without one (else the first kept).", ""]
+    for name, r in kept.items():
+        t = r["transcript"]
+        share = r.get("eval_no_call_share", {}).get("mean", float("nan"))
+        lines += [f"**{name}**: {_num(share, 2)} of episodes without a call. Episode {t['episode']}, K = "
+                  f"{t['frame_budget']}, {t['calls']} call(s), {'right' if t['correct'] else 'wrong'}:", "", fence]
+        lines += [f"[turn {i}] " + turn.replace(fence, "'" * 3) for i, turn in enumerate(t["turns"], 1)]
+        lines += [fence, ""]
+    return lines
 
 
 # ------------------------------------------------------------------ CLI
