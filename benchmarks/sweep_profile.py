@@ -2,13 +2,14 @@
 
 Starts N trainer processes side by side (the paper preset's step: 4 prompts x G = 8 at T = 0.7, K drawn from
 {4, ..., 64}, PARA-GRPO) for a few steps each, for every N of --concurrency, then one protocol evaluation of the
-starting model (trainers/evaluation.py: the tools and no-tools conditions). Reports per N the mean seconds of a
-step and of its parts (the main agent's generation, the sub-agents' generation, env work, the update), the
-steps per minute of all runs together, and what that rate makes of the paper preset (14 rows x 3 seeds x 40
-steps, plus its protocol evaluations).
+starting model (trainers/evaluation.py: the tools and no-tools conditions), then every N of --mps-concurrency
+with NVIDIA's multi-process service started (without it a GPU runs one process's kernels at a time). Reports
+per N the mean seconds of a step and of its parts (the main agent's generation, the sub-agents' generation, env
+work, the update), the steps per minute of all runs together, and what the best rate makes of the paper preset's
+training (14 rows x 3 seeds x 40 steps).
 
-    python benchmarks/sweep_profile.py --device cuda --rollout-backend hf-graph --concurrency 1,6,12 \\
-        --out benchmarks/results/gpu/sweep_profile
+    python benchmarks/sweep_profile.py --device cuda --rollout-backend hf-graph --concurrency 1,12 \\
+        --mps-concurrency 12,20 --steps 3 --out benchmarks/results/gpu/sweep_profile
     python benchmarks/sweep_profile.py --device cpu --concurrency 1,2 --steps 2 --eval-episodes 16
 
 Writes OUT.json and OUT.md.
@@ -94,46 +95,70 @@ def eval_seconds(device: str, episodes: int, work: Path, timeout: float) -> dict
             **{f"{c}_s": v["seconds"] for c, v in conds.items()}}
 
 
+def start_mps() -> bool:
+    """Start NVIDIA's multi-process service (kernels of several processes run on the GPU together)."""
+    try:
+        return subprocess.run(["nvidia-cuda-mps-control", "-d"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def stop_mps() -> None:
+    subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", capture_output=True, timeout=30)
+
+
+def markdown(result: dict) -> str:
+    lines = ["| MPS | runs side by side | s/step | main gen s | sub gen s | env s | update s | first step s | "
+             "steps/min (all runs) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in result["levels"]:
+        lines.append(f"| {'on' if r.get('mps') else 'off'} | {r['runs']} | {r['step_s']:.2f} | "
+                     f"{r['generate_main_s']:.2f} | {r['generate_sub_s']:.2f} | {r['env_s']:.2f} | "
+                     f"{r['backward_s']:.2f} | {r['first_step_s']:.1f} | {r['steps_per_min_all_runs']:.1f} |")
+    ev, est = result["evaluation"], result["paper_preset_estimate"]
+    if ev:
+        lines += ["", f"One protocol evaluation of the starting model ({ev['episodes']} episodes, tools and no tools, "
+                      f"alone on the GPU): {ev['wall_s']:.0f} s."]
+    if est:
+        lines += [f"At the best rate ({est['at_runs']} runs side by side, MPS {'on' if est['mps'] else 'off'}), the "
+                  f"paper preset's training ({PAPER_RUN_STEPS} run-steps) takes about {est['training_min']:.0f} min."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
     p.add_argument("--rollout-backend", default="hf-graph")
     p.add_argument("--concurrency", default="1,6,12", help="comma list of runs side by side")
+    p.add_argument("--mps-concurrency", default="", help="then these, with NVIDIA MPS started for them (and stopped "
+                                                        "after); empty: none")
     p.add_argument("--steps", type=int, default=5, help="steps per run")
     p.add_argument("--timeout-s", type=float, default=240, help="per concurrency level")
     p.add_argument("--eval-episodes", type=int, default=256, help="0: no evaluation timing")
     p.add_argument("--out", default="runs/benchmarks/sweep_profile")
     a = p.parse_args(argv)
     levels = [int(x) for x in a.concurrency.split(",") if x]
+    mps_levels = [int(x) for x in a.mps_concurrency.split(",") if x]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rows = [profile(n, a.steps, a.device, a.rollout_backend, work, a.timeout_s) for n in levels]
+        rows = [{"mps": False, **profile(n, a.steps, a.device, a.rollout_backend, work / "plain", a.timeout_s)}
+                for n in levels]
         ev = eval_seconds(a.device, a.eval_episodes, work, a.timeout_s) if a.eval_episodes else {}
+        if mps_levels:
+            if not start_mps():
+                p.error("--mps-concurrency: nvidia-cuda-mps-control -d failed (no NVIDIA driver tools, or no rights)")
+            try:
+                rows += [{"mps": True, **profile(n, a.steps, a.device, a.rollout_backend, work / "mps", a.timeout_s)}
+                         for n in mps_levels]
+            finally:
+                stop_mps()
     best = max((r for r in rows if r["steps_per_min_all_runs"] == r["steps_per_min_all_runs"]),
                key=lambda r: r["steps_per_min_all_runs"], default=None)
-    est = {}
-    if best:
-        train_min = PAPER_RUN_STEPS / best["steps_per_min_all_runs"]
-        # per trained run two checkpoints (tools + no-tools each), plus each seed's starting model
-        evals = (12 * 3 * 2 + 6) * ev.get("wall_s", float("nan")) / 60 if ev else float("nan")
-        est = {"at_runs": best["runs"], "training_min": train_min, "evaluation_min_one_process": evals}
+    est = {"at_runs": best["runs"], "mps": best["mps"],
+           "training_min": PAPER_RUN_STEPS / best["steps_per_min_all_runs"]} if best else {}
     result = {"device": a.device, "rollout_backend": a.rollout_backend, "steps_per_run": a.steps, "levels": rows,
               "evaluation": ev, "paper_preset_estimate": est,
               "command": "python benchmarks/sweep_profile.py " + " ".join(argv if argv is not None else sys.argv[1:])}
-    lines = ["| runs side by side | s/step | main gen s | sub gen s | env s | update s | first step s | "
-             "steps/min (all runs) |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['runs']} | {r['step_s']:.2f} | {r['generate_main_s']:.2f} | {r['generate_sub_s']:.2f} | "
-                     f"{r['env_s']:.2f} | {r['backward_s']:.2f} | {r['first_step_s']:.1f} | "
-                     f"{r['steps_per_min_all_runs']:.1f} |")
-    if ev:
-        lines += ["", f"One protocol evaluation of the starting model ({ev['episodes']} episodes, tools and no tools): "
-                      f"{ev['wall_s']:.0f} s."]
-    if est:
-        lines += [f"At {est['at_runs']} runs side by side, the paper preset's training takes about "
-                  f"{est['training_min']:.0f} min and its evaluations about {est['evaluation_min_one_process']:.0f} "
-                  "min of one process."]
-    write_report(a.out, result, "\n".join(lines) + "\n")
+    write_report(a.out, result, markdown(result))
 
 
 if __name__ == "__main__":

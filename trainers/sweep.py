@@ -77,6 +77,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -306,6 +307,13 @@ class Job:
     started: float = 0.0
     returncode: int | None = None
     tries: int = 0
+
+
+def mps_running() -> bool:
+    """Whether NVIDIA's multi-process service is up (its control pipe exists). Without it the GPU runs one process's
+    kernels at a time, and a sweep of tiny-model runs gets a fraction of the steps per minute."""
+    pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control"
+    return pipe.exists()
 
 
 OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory", re.I)
@@ -738,11 +746,13 @@ def plot_curves(results: dict, path: Path) -> None:
             ys = np.array([[s.get(x, np.nan) for x in steps] for s in series], dtype=float)
             if np.isnan(ys).all():
                 continue
-            mean = np.nanmean(ys, 0)
+            with warnings.catch_warnings():  # a step no seed reached is a gap in the line, not a warning
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean, low, high = np.nanmean(ys, 0), np.nanmin(ys, 0), np.nanmax(ys, 0)
             line, = ax.plot(steps, mean, label=row, color=color, marker="o" if key == "eval" else None, ms=3)
             color = line.get_color()
             if len(series) > 1:
-                ax.fill_between(steps, np.nanmin(ys, 0), np.nanmax(ys, 0), color=color, alpha=0.15)
+                ax.fill_between(steps, low, high, color=color, alpha=0.15)
             ax.set(title=title, xlabel="step")
     axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -930,6 +940,9 @@ def main(argv=None):
         jobs = plan_jobs(out, rows, seeds, flags, models, a.learning_rate, protocol, total, steps)
         print(f"sweep: {len(rows)} rows x {len(seeds)} seeds; {len(jobs)} jobs to run ({a.jobs} at a time); "
               f"logs in {out / 'logs'}", flush=True)
+        if a.jobs > 1 and any(j.gpu for j in jobs) and not mps_running():
+            print("sweep: NVIDIA MPS is not running, so the GPU runs one job's kernels at a time; "
+                  "`nvidia-cuda-mps-control -d` before the sweep lets them run together (docs/scaling.md)", flush=True)
         deadline = time.time() + a.time_limit_s if a.time_limit_s else None
         run_all(jobs, a.jobs, deadline, progress=a.progress, min_free_mb=a.gpu_min_free_mb,
                 stagger_s=2.0 if any(j.gpu for j in jobs) else 0.0)
