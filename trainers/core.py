@@ -227,7 +227,7 @@ class GRPOArgs:
     eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
                                           "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
     eval_samples: int = arg(4, "finished evaluation rollouts kept per evaluation for people to read: "
-                               "RUN_DIR/samples/step_N/ (python -m agents.view RUN_DIR) and TensorBoard eval_samples/*; "
+                               "RUN_DIR/samples/step_N/ (python -m trainers.view RUN_DIR) and TensorBoard eval_samples/*; "
                                "0 = none")
     checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps and at the end (--resume needs "
                                     "them); 0 = none (final_model is still written)")
