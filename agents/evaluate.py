@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 import paravt_env  # noqa: F401  (registers the env)
+from paravt_env.config import DEFAULTS, GATING_BUDGETS
 from agents.scripted import AGENTS, make_agent
 
 
@@ -85,10 +86,12 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="reset seed of episode 0 and the agent's seed")
     p.add_argument("--split", default="validation", choices=["train", "validation", "test"], help="synthetic split")
     p.add_argument("--source", default=None, help="JSONL / parquet question file instead of the synthetic world")
-    p.add_argument("--frame-budget", type=int, default=64, help="K, overview frames (ignored with --gating)")
-    p.add_argument("--gating", action="store_true", help="K ~ Uniform{4,8,16,32,64} per episode, a function of its seed")
+    p.add_argument("--frame-budget", type=int, default=DEFAULTS.frame_budget,
+                   help="K, overview frames (ignored with --gating)")
+    budgets = ",".join(map(str, GATING_BUDGETS))
+    p.add_argument("--gating", action="store_true", help=f"K ~ Uniform{{{budgets}}} per episode, a function of its seed")
     p.add_argument("--gating-budgets", default=None,
-                   help="comma list of K for --gating (default: 4,8,16,32,64; the default PARA-GRPO run gates over "
+                   help=f"comma list of K for --gating (default: {budgets}; the default PARA-GRPO run gates over "
                         "4,8,16 and evaluates episode i with seed 10000 + i: --seed 10000 --gating-budgets 4,8,16 "
                         "plays its evaluation episodes)")
     p.add_argument("--dispatch", default=None, choices=["parallel", "sequential"],

@@ -21,8 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents import view  # noqa: E402
-from trainers import core, para_grpo, samples  # noqa: E402
+from trainers import core, para_grpo, samples, view  # noqa: E402
 
 
 def timed(module, name: str, bucket: list):

@@ -63,11 +63,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from paravt_env.config import THINK_PREFIX  # noqa: E402
 from paravt_env.rewards import RewardConfig, score  # noqa: E402
 from trainers import core, para_grpo  # noqa: E402
 from trainers.rollouts import derive_seed, make_env, reward_config  # noqa: E402
 
-THINK_PREFIX = "<think>\n"
 # para_grpo.Args fields that mean the same thing here; the example's flags are exactly these
 # (same names, defaults and help) plus --out, --report-to and --logging-steps.
 SHARED_FLAGS = ("model", "prior", "seed", "total_steps", "prompts_per_step", "group_size", "temperature", "top_p",

@@ -28,7 +28,7 @@ Each term is in ``info["reward_components"]``.
 Termination: on an answer, or on a turn with neither an answer nor a tool call (unparseable).
 Truncation: after ``max_turns`` turns without an answer.
 
-Keyword arguments:
+Keyword arguments (every default is ``paravt_env.config.DEFAULTS``'s):
     source: ``None``/``"synthetic"`` for the procedural world, or a JSONL/parquet question file
         (our schema or the ParaVT release's ``prompt``/``videos``/``extra_info`` rows).
     video_root: folder that a question file's relative video paths resolve against (default:
@@ -84,13 +84,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .config import DEFAULTS as D  # every constructor default below (paravt_env/config.py)
+from .config import GATING_BUDGETS  # noqa: F401  (re-exported)
 from .parsing import TOOL_NAME, ToolCall, parse_turn
 from .reward_terms import check_reward_fns, extra_terms
 from .rewards import RewardConfig, common_format_reward, score
 from .sources import MAX_CROP_FRAMES, Episode, Frames, VideoError, load_dataset
 from .world import check_size
 
-GATING_BUDGETS = (4, 8, 16, 32, 64)
 CHARSET = frozenset(string.printable)
 MAX_TEXT = 65536
 MAX_SECONDS = 48 * 3600.0  # longest video a source may hold
@@ -241,17 +242,18 @@ class ParaVTLongVideoEnv(gym.Env):
     __doc__ = __doc__
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
 
-    def __init__(self, source: str | None = None, split: str = "train", world_seed: int = 0,
-                 dataset_size: int = 6000, duration: float | None = None, frame_budget: int = 64,
-                 nframes_gating: bool = False, gating_budgets: tuple[int, ...] = GATING_BUDGETS,
-                 dispatch: str = "parallel", max_turns: int = 3, max_calls_per_turn: int = 5,
-                 subagent: str | Callable[[Frames, str], str] = "oracle",
-                 think_prefix: str | None = "<think>\n", frame_size: tuple[int, int] = (64, 64),
-                 crop_fps: float = 1.0, crop_max_frames: int = 16,
-                 reward_config: RewardConfig | None = None, render_mode: str | None = None,
-                 dataset=None, video_root: str | None = None, strict: bool = False,
-                 allow_videos_outside_root: bool = False, tools: bool = True,
-                 reward_fns=None, scoring: str = "trajectory"):
+    def __init__(self, source: str | None = D.source, split: str = D.split, world_seed: int = D.world_seed,
+                 dataset_size: int = D.dataset_size, duration: float | None = D.duration,
+                 frame_budget: int = D.frame_budget, nframes_gating: bool = D.nframes_gating,
+                 gating_budgets: tuple[int, ...] = D.gating_budgets, dispatch: str = D.dispatch,
+                 max_turns: int = D.max_turns, max_calls_per_turn: int = D.max_calls_per_turn,
+                 subagent: str | Callable[[Frames, str], str] = D.subagent,
+                 think_prefix: str | None = D.think_prefix, frame_size: tuple[int, int] = D.frame_size,
+                 crop_fps: float = D.crop_fps, crop_max_frames: int = D.crop_max_frames,
+                 reward_config: RewardConfig | None = D.reward_config, render_mode: str | None = D.render_mode,
+                 dataset=D.dataset, video_root: str | None = D.video_root, strict: bool = D.strict,
+                 allow_videos_outside_root: bool = D.allow_videos_outside_root, tools: bool = D.tools,
+                 reward_fns=D.reward_fns, scoring: str = D.scoring):
         _check_arg("source", source, _PATH, "a question file's path or 'synthetic'", optional=True)
         _check_arg("split", split, (str,), "a split name")
         _check_arg("world_seed", world_seed, _INT, "an integer >= 0", lambda v: v >= 0)

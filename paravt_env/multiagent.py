@@ -24,7 +24,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from .env import CHARSET, MAX_ACTION_CHARS, MAX_SECONDS, AnyText, MAX_TEXT, ParaVTLongVideoEnv, sanitize
+from .config import DEFAULTS
+from .env import CHARSET, MAX_ACTION_CHARS, MAX_SECONDS, AnyText, MAX_TEXT, sanitize
 
 SUBAGENT_PROMPT = ("You see a crop of a long video, {a:.1f}-{b:.1f} s. Describe what the frames show: "
                    "the scene, and every coloured object with its colour, shape, position and times.\n"
@@ -35,8 +36,9 @@ class ParaVTParallelEnv(ParallelEnv):
     metadata = {"name": "paravt_longvideo_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
 
     def __init__(self, **kwargs):
-        kwargs["subagent"] = "oracle"  # never consulted: sub-agents write the summaries
-        self.env = ParaVTLongVideoEnv(**kwargs)
+        """The Gymnasium env's keyword arguments, with its defaults (``paravt_env.config.DEFAULTS``)."""
+        # subagent: never consulted, the sub-agents write the summaries
+        self.env = DEFAULTS.replace(**dict(kwargs, subagent="oracle")).make()
         self.render_mode = self.env.render_mode
         n = self.env.max_calls
         self.possible_agents = ["main"] + [f"sub_{i}" for i in range(n)]

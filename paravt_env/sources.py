@@ -24,6 +24,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from .config import DEFAULTS
 from .questions import ANSWER_TYPES, FAMILIES, LETTERS, Question, make_question
 from .world import SyntheticVideo, check_size, uniform_timestamps
 
@@ -434,8 +435,8 @@ class SyntheticDataset(Sequence):
     the split is the video index modulo 3, so no video is shared between splits.
     """
 
-    def __init__(self, split: str = "train", seed: int = 0, size: int = 6000,
-                 duration: float | None = None, families: Sequence[str] = FAMILIES):
+    def __init__(self, split: str = DEFAULTS.split, seed: int = DEFAULTS.world_seed, size: int = DEFAULTS.dataset_size,
+                 duration: float | None = DEFAULTS.duration, families: Sequence[str] = FAMILIES):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         unknown = set(families) - set(FAMILIES)
@@ -813,7 +814,7 @@ class FileDataset(Sequence):
         return Episode(source, q)
 
 
-def load_dataset(source: str | os.PathLike | None = None, split: str = "train", seed: int = 0,
+def load_dataset(source: str | os.PathLike | None = None, split: str = DEFAULTS.split, seed: int = DEFAULTS.world_seed,
                  **kwargs) -> Sequence[Episode]:
     """``None``/``"synthetic"`` -> :class:`SyntheticDataset`; a path -> :class:`FileDataset`
     (keyword arguments go to the chosen class: e.g. ``video_root=``, ``strict=`` for files)."""

@@ -209,7 +209,9 @@ def test_disk_full_during_a_checkpoint_is_one_clear_error_and_loses_nothing(tmp_
         def __exit__(self, *exc):
             return self.f.__exit__(*exc)
 
-    monkeypatch.setattr(run_state, "open", lambda *a, **k: FullDisk(builtins.open(*a, **k)), raising=False)
+    from agents import checkpoint_io  # where atomic_write lives (trainers.run_state re-exports it)
+
+    monkeypatch.setattr(checkpoint_io, "open", lambda *a, **k: FullDisk(builtins.open(*a, **k)), raising=False)
     with pytest.raises(RunStateError) as exc:
         run_state.save_training_checkpoint(tmp_path, 4, {"step": 4, "w": torch.randn(10000)}, [{"step": 4}])
     assert str(exc.value) == f"cannot write {tmp_path / 'checkpoints' / 'step_000004.pt'}: No space left on device"

@@ -1,5 +1,5 @@
 """Sample rollouts a person can look at: trainers/samples.py (records, pictures, TensorBoard text) and
-agents/view.py (static HTML), checked in a real headless Chromium when one is installed."""
+trainers/view.py (static HTML), checked in a real headless Chromium when one is installed."""
 
 import json
 import re
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agents import view
+from trainers import view
 from paravt_env.env import ParaVTLongVideoEnv
 from trainers import samples as S
 

@@ -48,7 +48,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from agents.lmm.corpus import WorldConfig
 from agents.lmm.graph_decode import DECODE_ATTENTION, FUSABLE
+from paravt_env.config import DEFAULTS as ENV_DEFAULTS
+from paravt_env.config import GATING_BUDGETS
 from trainers import distributed, run_state
 from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
                             structural_mask)
@@ -56,7 +59,6 @@ from trainers.rollouts import (BadVideos, Rollout, Timer, collect_rollouts, deri
                                episode_stats, make_env, reward_config, subagent_passes)
 from trainers.run_state import RunStateError
 
-GATING_BUDGETS = (4, 8, 16, 32, 64)
 ANCHOR_MODES = ("bonus", "logprob")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 # Grammar tags whose positions the log-prob anchor touches (tool responses are never generated).
@@ -146,23 +148,26 @@ class GRPOArgs:
                                                   "resolve inside --video-root (default: the question file's "
                                                   "folder), and a row pointing elsewhere stops the run naming its "
                                                   "file and line")
-    dispatch: str = arg("parallel", "parallel: several crops per turn go to sub-agents; sequential: one per turn",
-                        ("parallel", "sequential"))
-    max_turns: int = arg(3, "assistant turns per episode (paper: 3)")
-    max_calls_per_turn: int = arg(5, "parallel crop calls per turn (paper: 5)")
-    frame_budget: int = arg(64, "K overview frames when nFrames gating is off", GATING_BUDGETS)
-    frame_size: int = arg(56, "frame height = width in pixels (56 = 4 visual tokens per frame, what the tiny model "
-                              "was pretrained on; 28 gives 1 token, too few to see objects)")
-    crop_max_frames: int = arg(8, "frames per crop (1 fps)")
-    tools: bool = arg(True, "advertise the crop tool; --no-tools is plain single-turn GRPO on the overview "
-                            "frames alone: no tool in the prompt and one turn per episode (--max-turns becomes 1; "
-                            "a call written anyway is never run)")
-    world_seed: int = arg(0, "synthetic world seed")
-    dataset_size: int = arg(6000, "episodes per split")
+    dispatch: str = arg(ENV_DEFAULTS.dispatch, "parallel: several crops per turn go to sub-agents; sequential: one "
+                                               "per turn", ("parallel", "sequential"))
+    max_turns: int = arg(ENV_DEFAULTS.max_turns, "assistant turns per episode (paper: 3)")
+    max_calls_per_turn: int = arg(ENV_DEFAULTS.max_calls_per_turn, "parallel crop calls per turn (paper: 5)")
+    frame_budget: int = arg(ENV_DEFAULTS.frame_budget, "K overview frames when nFrames gating is off", GATING_BUDGETS)
+    frame_size: int = arg(WorldConfig.frame_size[0], "frame height = width in pixels (56 = 4 visual tokens per frame, "
+                                                     "what the tiny model was pretrained on; 28 gives 1 token, too few "
+                                                     "to see objects)")
+    crop_max_frames: int = arg(WorldConfig.crop_max_frames, "frames per crop (1 fps)")
+    tools: bool = arg(ENV_DEFAULTS.tools, "advertise the crop tool; --no-tools is plain single-turn GRPO on the "
+                                          "overview frames alone: no tool in the prompt and one turn per episode "
+                                          "(--max-turns becomes 1; a call written anyway is never run)")
+    world_seed: int = arg(ENV_DEFAULTS.world_seed, "synthetic world seed")
+    dataset_size: int = arg(ENV_DEFAULTS.dataset_size, "episodes per split")
     # PARA-GRPO knobs
-    nframes_gating: bool = arg(False, "per prompt K ~ Uniform(--gating-budgets), a function of the prompt's reset seed")
-    gating_budgets: str = arg("4,8,16,32,64", "comma list of K values nFrames gating draws from, a subset of "
-                              "4,8,16,32,64 (the paper draws from all five; so were the shipped cold starts trained)")
+    nframes_gating: bool = arg(ENV_DEFAULTS.nframes_gating, "per prompt K ~ Uniform(--gating-budgets), a function of "
+                                                            "the prompt's reset seed")
+    gating_budgets: str = arg(",".join(map(str, GATING_BUDGETS)), "comma list of K values nFrames gating draws from, "
+                              "a subset of 4,8,16,32,64 (the paper draws from all five; so were the shipped cold "
+                              "starts trained)")
     think_prefix: bool = arg(False, "prefill '<think>\\n' at the start of every assistant turn")
     answer_suffix: bool = arg(False, "answer-suffix format weights (0.2/0.3/0.2) instead of default (0.3/0.2/0.1)")
     anchor_lambda: float = arg(0.0, "lambda_anchor: weight of the exploration anchor (0 = off)")
@@ -172,10 +177,10 @@ class GRPOArgs:
     tool_reward: bool = arg(True, "R_tool term of the reward (the released code adds it in every configuration, "
                                   "vanilla GRPO included; --no-tool-reward is the 'minus R_tool' ablation)")
     format_weight: float = arg(1.0, "w_fmt")
-    scoring: str = arg("trajectory", "what the reward reads: trajectory (the whole multi-turn trajectory, prefix and "
-                                     "tool responses included) or generated (the released code's reading, to measure "
-                                     "its defects: the agent's own tokens only, so no prefilled <think> and no "
-                                     "tool response)", ("trajectory", "generated"))
+    scoring: str = arg(ENV_DEFAULTS.scoring, "what the reward reads: trajectory (the whole multi-turn trajectory, "
+                                             "prefix and tool responses included) or generated (the released code's "
+                                             "reading, to measure its defects: the agent's own tokens only, so no "
+                                             "prefilled <think> and no tool response)", ("trajectory", "generated"))
     reward_fn: str = arg("", "extra reward terms: module:function or path/to/file.py:function (repeat the flag or "
                              "give a comma list); f(trajectory, info) returns a number or a dict of named numbers, "
                              "added to the reward before advantages and logged as train/reward_components/<name> "
@@ -222,7 +227,7 @@ class GRPOArgs:
     eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
                                           "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
     eval_samples: int = arg(4, "finished evaluation rollouts kept per evaluation for people to read: "
-                               "RUN_DIR/samples/step_N/ (python -m agents.view RUN_DIR) and TensorBoard eval_samples/*; "
+                               "RUN_DIR/samples/step_N/ (python -m trainers.view RUN_DIR) and TensorBoard eval_samples/*; "
                                "0 = none")
     checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps and at the end (--resume needs "
                                     "them); 0 = none (final_model is still written)")

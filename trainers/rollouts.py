@@ -1,6 +1,7 @@
 """Rollout collection: G multi-turn episodes per prompt through the environment, batched.
 
-    make_env            the env a trainer's arguments describe (reward configuration included)
+    env_config,         the env settings a trainer's arguments describe (reward configuration included),
+    make_env            on top of the env's defaults (paravt_env.config), and that env
     BadVideos           episodes whose video does not decode: skipped, counted, the run stopped past a share
     collect_rollouts    one episode per env, all envs batched turn by turn; the policy plays the
                         main agent and, as ``agents.lmm.Subagent`` (the env's own sub-agent: one
@@ -23,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from agents.lmm.subagent import Subagent, parse_frames_per_pass
+from paravt_env.config import DEFAULTS, THINK_PREFIX
 
 
 def derive_seed(*parts: int) -> int:
@@ -44,22 +46,24 @@ def subagent_passes(args) -> int | str | None:
     return parse_frames_per_pass(args.subagent_frames_per_pass, "--subagent-frames-per-pass")
 
 
-def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwargs):
-    """`env_kwargs` go to the env as they are (the trainer's `dataset=`, `reward_fns=`)."""
-    from paravt_env.env import ParaVTLongVideoEnv
-
-    return ParaVTLongVideoEnv(
+def env_config(args, split: str, tools: bool | None = None, **changes):
+    """The env settings (paravt_env.config.EnvConfig) a trainer's arguments describe; `changes` go on top."""
+    return DEFAULTS.replace(
         split=split, world_seed=args.world_seed, dataset_size=args.dataset_size,
         frame_budget=args.frame_budget, nframes_gating=args.nframes_gating,
         gating_budgets=tuple(int(k) for k in str(args.gating_budgets).split(",") if k.strip()), dispatch=args.dispatch,
         max_turns=args.max_turns, max_calls_per_turn=args.max_calls_per_turn,
-        subagent=(Subagent(policy, max_new_tokens=args.subagent_max_new_tokens,
-                           frames_per_pass=subagent_passes(args))
-                  if policy is not None and args.subagent == "policy" else "oracle"),
-        think_prefix="<think>\n" if args.think_prefix else None,
+        think_prefix=THINK_PREFIX if args.think_prefix else None,
         frame_size=(args.frame_size, args.frame_size), crop_max_frames=args.crop_max_frames,
         reward_config=reward_config(args), tools=args.tools if tools is None else tools, scoring=args.scoring,
-        **env_kwargs)
+        **changes)
+
+
+def make_env(args, split: str, policy=None, tools: bool | None = None, **env_kwargs):
+    """`env_kwargs` go to the env as they are (the trainer's `dataset=`, `reward_fns=`)."""
+    subagent = (Subagent(policy, max_new_tokens=args.subagent_max_new_tokens, frames_per_pass=subagent_passes(args))
+                if policy is not None and args.subagent == "policy" else "oracle")
+    return env_config(args, split, tools, subagent=subagent, **env_kwargs).make()
 
 
 @dataclass
@@ -153,7 +157,7 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
             r = Rollout(env, groups[i], info=info)
             r.conv = policy.start(info["messages"])
             rollouts.append(r)
-    prefix = "<think>\n" if think_prefix else ""
+    prefix = THINK_PREFIX if think_prefix else ""
     temp = temperature if temperature > 0 else 0.0
     sub_temp = temp if sub_temperature is None or sub_temperature < 0 else float(sub_temperature)
     # the env's own sub-agent (``gym.make(..., subagent=Subagent(policy))``: same prompt, same

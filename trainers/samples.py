@@ -5,7 +5,7 @@
     write_samples(run_dir, step, ...)   RUN_DIR/samples/step_000010/{records.json, *.png}, and the same
                                          samples to TensorBoard (markdown text + timeline image)
     to_markdown(record)                 the TensorBoard text of one sample
-    read_step(step_dir)                 the records of one step folder (what agents/view.py renders)
+    read_step(step_dir)                 the records of one step folder (what trainers/view.py renders)
 
 Crop frames are cut again from the episode's video at the env's crop settings: a source's crop is a
 pure function of the window (synthetic videos render, files decode the same frames), so these are

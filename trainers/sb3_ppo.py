@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paravt_env.config import DEFAULTS
+
 
 @dataclass
 class Args:
@@ -47,7 +49,7 @@ class Args:
     # StructuredActionWrapper blocks, comma-separated, or "all". The compact default learns far
     # faster in a few thousand steps than "all" (whose per-frame pixel statistics add ~600 dims)
     obs_blocks: str = "question,perception"
-    world_seed: int = 0  # the synthetic world; train and validation splits share no video
+    world_seed: int = DEFAULTS.world_seed  # the synthetic world; train and validation splits share no video
     eval_episodes: int = 400
     eval_seed: int = 10_000  # validation episode i uses reset(seed=eval_seed + i)
     out: str = ""  # JSON with both accuracies; default runs/<run name>/result.json
@@ -65,6 +67,7 @@ def parse_args(argv=None) -> Args:
 
 
 def make_env(split: str, args: Args):
+    """The structured-action env (paravt_env.wrappers.make_structured_env: its settings are STRUCTURED there)."""
     from paravt_env.wrappers import make_structured_env
 
     blocks = None if args.obs_blocks == "all" else tuple(b.strip() for b in args.obs_blocks.split(","))

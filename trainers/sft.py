@@ -177,6 +177,7 @@ from agents.lmm.default import cache_root, checkpoint_info  # noqa: E402
 from agents.lmm.policy import TransformersPolicy  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, build_tiny_model, save_checkpoint  # noqa: E402
 from agents.lmm.tokenizer import build_tokenizer  # noqa: E402
+from paravt_env.config import GATING_BUDGETS  # noqa: E402
 from paravt_env.questions import FAMILIES  # noqa: E402
 from trainers.run_state import RunStateError, check_name, load_data_only  # noqa: E402
 
@@ -227,9 +228,12 @@ class Args:
                                                   "4 layers (7.8 MB)"})
     checkpoint_every_s: float = field(default=90.0, metadata={"help": "save the resumable run state every N seconds"})
     # world
-    world_seed: int = field(default=0, metadata={"help": "synthetic world seed (train split for corpora)"})
-    frame_size: int = field(default=56, metadata={"help": "frame height = width in pixels (56 -> 4 visual tokens)"})
-    crop_max_frames: int = field(default=8, metadata={"help": "frames per crop in tool traces (the env's setting)"})
+    world_seed: int = field(default=WorldConfig.world_seed,
+                            metadata={"help": "synthetic world seed (train split for corpora)"})
+    frame_size: int = field(default=WorldConfig.frame_size[0],
+                            metadata={"help": "frame height = width in pixels (56 -> 4 visual tokens)"})
+    crop_max_frames: int = field(default=WorldConfig.crop_max_frames,
+                                 metadata={"help": "frames per crop in tool traces (the env's setting)"})
     budgets: str = field(default="4,8", metadata={"help": "overview sizes K drawn for training episodes (comma list)"})
     vocab_size: int = field(default=2048, metadata={"help": "BPE vocabulary size"})
     # captions (the sub-agent skill)
@@ -469,7 +473,7 @@ class Args:
 PRESETS = {
     "cpu": {},
     # v4's recipe from a random init (the module docstring: v4, then the v5 continuations); bf16 and lr >= 1e-3 failed
-    "gpu": dict(device="cuda", amp=False, budgets="4,8,16,32,64", workers=15, time_budget_s=540.0,
+    "gpu": dict(device="cuda", amp=False, budgets=",".join(map(str, GATING_BUDGETS)), workers=15, time_budget_s=540.0,
                 stage1_frame=40000, stage1_caption=40000, stage1_direct=12000, stage1_tool=6000,
                 stage1_steps=20000, stage1_lr=6e-4, perception_warmup=0.6,
                 stage2_tool=3000, stage2_direct=1500, stage2_frame=1000, stage2_caption=2000,

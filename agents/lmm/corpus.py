@@ -75,6 +75,7 @@ import numpy as np
 
 from agents.lmm.subagent import fit_frames, subagent_messages  # noqa: F401  (subagent_messages: re-exported)
 from agents.scripted import QUESTION_SCENE_RE, make_agent, printed_sightings
+from paravt_env.config import DEFAULTS, GATING_BUDGETS, EnvConfig
 from paravt_env.env import ParaVTLongVideoEnv
 from paravt_env.multiagent import SUBAGENT_PROMPT
 from paravt_env.parsing import parse_turn
@@ -85,7 +86,6 @@ from paravt_env.world import COLOURS, POSITIONS, SCENE_NAMES, SHAPES, parse_capt
 
 KINDS = ("frame", "caption", "direct", "tool", "recall", "presence", "sighting", "rollout")  # rollout: a model wrote it
 DIALECTS = ("paravt", "native")
-GATING = (4, 8, 16, 32, 64)
 READING_FAMILIES = ("needle", "needle_attribute")  # the answer is an object the responses name
 
 
@@ -105,24 +105,32 @@ class Sample:
 
 @dataclass
 class WorldConfig:
-    """Settings shared by corpus generation, SFT and evaluation (keep them equal everywhere)."""
-    world_seed: int = 0
-    dataset_size: int = 6000
+    """Settings shared by corpus generation, SFT and evaluation (keep them equal everywhere): the env's
+    defaults (paravt_env.config.DEFAULTS) but for the tiny model's frames and crops."""
+    world_seed: int = DEFAULTS.world_seed
+    dataset_size: int = DEFAULTS.dataset_size
     frame_size: tuple[int, int] = (56, 56)  # 4 visual tokens per frame: enough to see (28x28, 1 token, was not)
     crop_max_frames: int = 8
-    max_calls_per_turn: int = 5
-    max_turns: int = 3
-    duration: float | None = None
+    max_calls_per_turn: int = DEFAULTS.max_calls_per_turn
+    max_turns: int = DEFAULTS.max_turns
+    duration: float | None = DEFAULTS.duration
 
-    def env(self, split: str = "train", nframes_gating: bool = True, frame_budget: int = 64,
-            subagent="oracle", gating_budgets=None, tools: bool = True) -> ParaVTLongVideoEnv:
+    def env_config(self, split: str = DEFAULTS.split, nframes_gating: bool = True,
+                   frame_budget: int = DEFAULTS.frame_budget, subagent=DEFAULTS.subagent, gating_budgets=None,
+                   tools: bool = DEFAULTS.tools) -> EnvConfig:
+        """The env settings of :meth:`env` (K gated over ``gating_budgets``, by default the env's, unless
+        ``nframes_gating`` is off)."""
         extra = {"gating_budgets": tuple(gating_budgets)} if gating_budgets else {}
-        return ParaVTLongVideoEnv(split=split, world_seed=self.world_seed, dataset_size=self.dataset_size, **extra,
-                                  duration=self.duration, frame_budget=frame_budget,
-                                  nframes_gating=nframes_gating, frame_size=tuple(self.frame_size),
-                                  crop_max_frames=self.crop_max_frames,
-                                  max_calls_per_turn=self.max_calls_per_turn, max_turns=self.max_turns,
-                                  subagent=subagent, tools=tools)
+        return DEFAULTS.replace(split=split, world_seed=self.world_seed, dataset_size=self.dataset_size, **extra,
+                                duration=self.duration, frame_budget=frame_budget,
+                                nframes_gating=nframes_gating, frame_size=tuple(self.frame_size),
+                                crop_max_frames=self.crop_max_frames,
+                                max_calls_per_turn=self.max_calls_per_turn, max_turns=self.max_turns,
+                                subagent=subagent, tools=tools)
+
+    def env(self, split: str = DEFAULTS.split, **settings) -> ParaVTLongVideoEnv:
+        """The env of :meth:`env_config` (same arguments)."""
+        return self.env_config(split, **settings).make()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -911,7 +919,7 @@ class CaptionConfig:
     min_len: float = 2.0                    # crop window length, log-uniform in [min_len, max_len] s
     max_len: float = 240.0
     p_object: float = 0.6                   # window / frame placed around a needle
-    aug_size: tuple[int, int] = (64, 64)    # render at this size and fit to wc.frame_size ...
+    aug_size: tuple[int, int] = DEFAULTS.frame_size  # render at this size and fit to wc.frame_size ...
     aug_p: float = 0.25                     # ... with this probability (the env's default frame size)
     per_episode: int = 4                    # samples drawn per episode (episode construction dominates)
 
@@ -939,7 +947,7 @@ def caption_samples(n_frame: int, n_caption: int, *, rng: np.random.Generator, w
 
 def build_corpus(n_caption: int, n_direct: int, n_tool: int, tool_dialect: str, *, seed: int,
                  wc: WorldConfig, direct_dialect: str = "paravt", oracle_fraction: float = 0.25,
-                 keep_wrong: float = 0.0, budgets=GATING, index_range: tuple[int, int] | None = None,
+                 keep_wrong: float = 0.0, budgets=GATING_BUDGETS, index_range: tuple[int, int] | None = None,
                  index_offset: int = 0, close_think_p: float = 0.3, max_tries: int = 60, grounded_think: bool | str = False,
                  progress=None, n_frame: int = 0, caption: CaptionConfig | None = None,
                  split: str = "train", n_reading: int = 0, families: Sequence[str] | None = None,

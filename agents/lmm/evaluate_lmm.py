@@ -26,6 +26,7 @@ import numpy as np
 from agents.lmm.corpus import WorldConfig, caption_objects, random_window
 from agents.lmm.policy import TransformersPolicy
 from agents.lmm.subagent import Subagent
+from paravt_env.config import DEFAULTS, GATING_BUDGETS
 from paravt_env.questions import FAMILIES
 from paravt_env.rewards import token_f1
 from paravt_env.sources import SyntheticDataset
@@ -34,8 +35,9 @@ _ANSWER_COLON = re.compile(r"\bAnswer:\s*\S")
 
 
 def rollouts(policy: TransformersPolicy, wc: WorldConfig, *, episodes: int = 48, temperature: float = 0.0,
-             gating: bool = False, frame_budget: int = 64, max_new_tokens: int = 96, batch_size: int = 64,
-             seed: int = 0, split: str = "validation", subagent="oracle", gating_budgets=None) -> list[dict]:
+             gating: bool = False, frame_budget: int = DEFAULTS.frame_budget, max_new_tokens: int = 96,
+             batch_size: int = 64, seed: int = 0, split: str = "validation", subagent="oracle",
+             gating_budgets=None) -> list[dict]:
     """One rollout per episode (episode i = validation index i, so families are balanced).
     ``gating_budgets``: the K set of nFrames gating (default: the env's (4, 8, 16, 32, 64))."""
     records = []
@@ -138,7 +140,7 @@ def training_budgets(checkpoint: str) -> tuple[int, ...]:
     while record:
         seen |= {int(x) for x in str(record.get("args", {}).get("budgets") or "").split(",") if x.strip()}
         record = record.get("parent")
-    return tuple(sorted(seen)) if seen else (4, 8, 16, 32, 64)
+    return tuple(sorted(seen)) if seen else GATING_BUDGETS
 
 
 def world_config_of(checkpoint: str) -> WorldConfig:
@@ -147,8 +149,8 @@ def world_config_of(checkpoint: str) -> WorldConfig:
     a = checkpoint_info(checkpoint).get("args", {})
     wc = WorldConfig()
     if a:
-        wc = WorldConfig(world_seed=a.get("world_seed", 0), frame_size=(a["frame_size"], a["frame_size"]),
-                         crop_max_frames=a.get("crop_max_frames", 8))
+        wc = WorldConfig(world_seed=a.get("world_seed", wc.world_seed), frame_size=(a["frame_size"], a["frame_size"]),
+                         crop_max_frames=a.get("crop_max_frames", wc.crop_max_frames))
     return wc
 
 

@@ -33,12 +33,13 @@ from transformers import GenerationConfig, LogitsProcessor, StoppingCriteria
 from agents.lmm import graph_decode
 from agents.lmm.graph_decode import MAX_STATIC_CACHES, KeptCaches  # noqa: F401  (MAX_STATIC_CACHES: re-exported)
 from agents.lmm.tokenizer import check_tokenizer
+from paravt_env.config import THINK_PREFIX
 
 # A turn ends at its answer. Tool calls do NOT end a turn: under parallel dispatch one turn holds
 # several calls, so `generate(max_calls=N)` ends it after the N-th closed call instead.
 DEFAULT_STOP = ("</answer>",)
 CALL_CLOSERS = ("</tool_call>", "</tool_code>")
-DEFAULT_PREFIX = "<think>\n"
+DEFAULT_PREFIX = THINK_PREFIX  # the env's think prefix, prefilled at the start of every turn
 
 
 @dataclass

@@ -40,6 +40,7 @@ from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTo
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+from agents.checkpoint_io import kill_point, model_dir_problem, staged_dir, write_manifest
 from agents.lmm.tokenizer import CHAT_TEMPLATE
 
 # Tiny but shaped like the real thing: GQA, M-RoPE, windowed vision attention, 2x2 merge.
@@ -148,12 +149,10 @@ def save_checkpoint(path: str, model, tokenizer, image_processor=None, info: dic
     """Write model + tokenizer + image processor to `path` in the Hub layout, whole or not at all:
     staged in a hidden sibling folder, checked complete (config, weights, a tokenizer that reloads
     with every token, preprocessor config), given a manifest (sizes, sha256 and `info`), fsynced and
-    renamed into place (trainers/run_state.py). An existing model folder at `path` is replaced.
+    renamed into place (agents/checkpoint_io.py). An existing model folder at `path` is replaced.
     `build_record`: the starting model's sft_args.json (agents.lmm.default.checkpoint_info), written
     beside the weights so a trained model keeps what its build was trained on (the frame size and the
     sub-agent's passes of agents.lmm.Subagent's "auto" read it)."""
-    from trainers.run_state import kill_point, model_dir_problem, staged_dir, write_manifest
-
     with staged_dir(path) as tmp:
         model.save_pretrained(tmp)
         kill_point("model_dir_write")
@@ -223,8 +222,6 @@ def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.
         raise ValueError(f"{path!r} has no config.json, so it is not a model checkpoint directory "
                          f"(it holds {sorted(os.listdir(path))[:10]}); save one with "
                          "agents.lmm.tiny_qwen.save_checkpoint or model.save_pretrained(path)")
-    from trainers.run_state import model_dir_problem
-
     problem = model_dir_problem(path)
     if problem:
         raise ValueError(f"model directory {path!r} cannot be loaded: {problem}")

@@ -1,7 +1,7 @@
 """Static HTML pages of the sample rollouts a training run logged at each evaluation.
 
-    python -m agents.view runs/para_grpo__s1            # -> runs/para_grpo__s1/samples/index.html
-    python -m agents.view runs/para_grpo__s1 --screenshot shot.png   # also a picture of the last step's page
+    python -m trainers.view runs/para_grpo__s1            # -> runs/para_grpo__s1/samples/index.html
+    python -m trainers.view runs/para_grpo__s1 --screenshot shot.png   # also a picture of the last step's page
 
 The trainers write RUN_DIR/samples/step_NNNNNN/ (records.json + PNGs, trainers/samples.py) every
 evaluation (--eval-samples per evaluation). This writes an index.html into each step folder (the
@@ -247,7 +247,7 @@ def dump_dom(page: str | os.PathLike) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m agents.view", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m trainers.view", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="a training run folder (holds samples/step_NNNNNN/records.json)")
     p.add_argument("--screenshot", default="", help="also save a PNG of the last step's page (needs Chromium)")
