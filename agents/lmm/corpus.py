@@ -1239,11 +1239,12 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     """Worker entry point (importable, so ``spawn`` pools can run it): build a corpus chunk
     (``counts`` = n_frame / n_caption / n_direct / n_tool / tool_dialect for :func:`build_corpus`, or
     n_recall for :func:`recall_records`, or n_presence for :func:`presence_records`),
-    encode it and write the packed arrays to ``path`` (``.npz``, written atomically, so a killed
-    build leaves only whole chunks). Returns the chunk's :func:`corpus_stats`."""
-    import os
-
+    encode it and write the packed arrays to ``path`` (``.npz``, written atomically by
+    ``trainers.run_state.atomic_write``, so a killed build leaves only whole chunks). Returns the chunk's
+    :func:`corpus_stats`."""
     import torch
+
+    from trainers.run_state import atomic_write
     torch.set_num_threads(1)
     if counts.get("n_recall"):
         packed = pack_records(recall_records(tokenizer, counts["n_recall"], np.random.default_rng(kwargs["seed"])))
@@ -1260,9 +1261,7 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
                                native_share=counts.get("native_share", 0.0),
                                native_trace_share=counts.get("native_trace_share", 0.0), **kwargs)
         packed, stats = pack_records([encode_record(policy, s) for s in samples]), corpus_stats(samples)
-    tmp = f"{path}.tmp-{os.getpid()}.npz"
-    np.savez(tmp, **packed)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez(f, **packed))
     return stats
 
 
