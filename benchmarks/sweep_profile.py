@@ -8,7 +8,7 @@ steps per minute of all runs together, and what that rate makes of the paper pre
 steps, plus its protocol evaluations).
 
     python benchmarks/sweep_profile.py --device cuda --rollout-backend hf-graph --concurrency 1,6,12 \\
-        --out benchmarks/results/gpu/sweep_profile
+        --out runs/benchmarks/sweep_profile_gpu
     python benchmarks/sweep_profile.py --device cpu --concurrency 1,2 --steps 2 --eval-episodes 16
 
 Writes OUT.json and OUT.md.
