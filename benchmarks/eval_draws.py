@@ -7,7 +7,7 @@ mean and spread, beside the no-tool scripted agent's draws of its guesses on the
 episode's share of draws answered right, beside the no-tool agent's. Draw 0 is exactly the trainer's evaluation.
 
     python benchmarks/eval_draws.py --models agents/lmm/checkpoints/tiny-strong/cold_start,runs/para_grpo__s1/final_model \\
-        --names v15,after --episodes 24 --draws 16 --out benchmarks/results/eval_draws/readme24
+        --names shipped,after --episodes 24 --draws 16 --out runs/benchmarks/eval_draws/readme24
 
 Runs the default run's evaluation settings (`trainers/para_grpo.py`'s Args); writes OUT.json, OUT.md and OUT.png."""
 import argparse

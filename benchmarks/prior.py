@@ -53,7 +53,7 @@ def main(argv=None):
     p.add_argument("--agreement-crops", type=int, default=64, help="crops for sub-agent agreement")
     p.add_argument("--max-new-tokens", type=int, default=96, help="tokens per assistant turn")
     p.add_argument("--also-base", action="store_true", help="also evaluate the stage-1 base checkpoints")
-    p.add_argument("--out", default="runs/benchmarks/prior", help="output path without extension (default: runs/benchmarks/prior, untracked; --out benchmarks/results/prior refreshes the committed results, and python benchmarks/update_readme.py then copies their tables into the README)")
+    p.add_argument("--out", default="runs/benchmarks/prior", help="output path without extension (default: runs/benchmarks/prior, untracked; --only strong --out benchmarks/results/prior_strong, and likewise weak, refresh the committed results)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     p.add_argument("--batch-size", type=int, default=64, help="episodes rolled out together")
     p.add_argument("--only", choices=("strong", "weak"), help="evaluate one prior only")

@@ -1,7 +1,10 @@
 """Rollout generation of real-size language models on one GPU: stock `generate` vs static KV caches, compiled or graphed.
 
     # one H200, the Qwen2.5-VL-3B and -7B language-model shapes, random bf16 weights:
-    python benchmarks/speed_generation_scale.py --shapes 3b,7b --out benchmarks/results/gpu/speed_generation_scale
+    python benchmarks/speed_generation_scale.py --shapes 3b,7b --out runs/benchmarks/speed_generation_scale
+    # the committed tables, one shape a call (benchmarks/results/gpu/generation_graph/gen3b.md, gen7b.md):
+    python benchmarks/speed_generation_scale.py --shapes 3b --caches dynamic,static,graph,graph-compiled \
+        --out benchmarks/results/gpu/generation_graph/gen3b
     # CPU smoke run (the tiny shape, no compilation):
     python benchmarks/speed_generation_scale.py --tiny --out runs/benchmarks/speed_generation_scale_tiny
 

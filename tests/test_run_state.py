@@ -245,6 +245,33 @@ def test_lock_names_its_holder_and_dies_with_it(tmp_path):
     RunLock(tmp_path).release()
 
 
+def test_a_waiting_lock_is_taken_when_its_holder_lets_go(tmp_path):
+    """``RunLock(dir, wait=True)`` (how builds of one corpus take turns) blocks while another process holds the
+    lock and takes it once the holder exits; as a ``with`` block it lets go at the end."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from trainers import run_state; "
+                               "lock = run_state.RunLock(sys.argv[1]); print('held', flush=True); sys.stdin.readline()",
+                               str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        waiter = subprocess.Popen([sys.executable, "-c", "import sys; from trainers import run_state; "
+                                   "run_state.RunLock(sys.argv[1], wait=True); print('taken', flush=True)",
+                                   str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiter.wait(timeout=2)  # still waiting while the holder holds it
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert waiter.stdout.readline().strip() == "taken" and waiter.wait(timeout=60) == 0
+    finally:
+        for p in (holder, locals().get("waiter")):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(timeout=60)
+    with RunLock(tmp_path, wait=True):
+        with pytest.raises(RunLockedError):
+            RunLock(tmp_path)
+    RunLock(tmp_path).release()  # let go at the end of the block
+
+
 @contextlib.contextmanager
 def read_only(folder):
     """No new entries in `folder`: chmod for a user, the immutable attribute for root (who ignores modes)."""

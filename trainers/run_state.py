@@ -93,10 +93,11 @@ def clean_leftovers(run_dir: Path) -> list[str]:
 # the lock
 # ============================================================================================
 class RunLock:
-    """An exclusive flock on ``<run_dir>/run.lock``, held until ``release()`` or process death.
-    The lock file is never replaced or deleted (a lock lives on the file's inode)."""
+    """An exclusive flock on ``<run_dir>/run.lock``, held until ``release()`` (or the end of a ``with``
+    block) or process death. The lock file is never replaced or deleted (a lock lives on the file's inode).
+    Taken while another process holds it: RunLockedError, or with ``wait`` a wait until it is let go."""
 
-    def __init__(self, run_dir: str | os.PathLike):
+    def __init__(self, run_dir: str | os.PathLike, wait: bool = False):
         import fcntl
 
         self.path = Path(run_dir) / LOCK_NAME
@@ -105,7 +106,7 @@ class RunLock:
         except OSError as exc:
             raise RunStateError(f"cannot write in {self.path.parent}: {_reason(exc)}") from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             holder = _describe_holder(os.pread(fd, 4096, 0))
             os.close(fd)
@@ -124,6 +125,12 @@ class RunLock:
         if self.fd is not None:
             os.close(self.fd)  # closing the last descriptor drops the flock
             self.fd = None
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def _describe_holder(raw: bytes) -> str:

@@ -3,7 +3,7 @@
 A decode step of rows that share prompts (graph_decode.SharedPrefix) attends, per row, to its prompt's
 keys (kept once per prompt) and to its own new tokens. graph_decode._cascade_attention does that with
 batched matrix products and softmax kernels: at the Qwen2.5-VL-7B shape, batch 64 = 8 prompts x 8,
-they took ~0.9 ms of a 6.4 ms step on an H200 (benchmarks/results/gpu/generation_decode_kernels/).
+they took ~0.9 ms of a 6.4 ms step on an H200.
 Here one kernel does both parts, FlashDecoding style: program (row, key/value head, split) loads the
 row's query heads of that key/value head once, walks its share of the key blocks (the prompt's first,
 then the row's own new tokens, only as far as they are written), keeps an online softmax, and writes

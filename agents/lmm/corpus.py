@@ -27,14 +27,13 @@ are HxWx3 uint8 arrays) whose assistant turns are the training targets:
 ``recall``    text-only rows of multi-query associative recall over the tokenizer's word tokens:
               key-value pairs, then queried keys whose values are the targets (and values whose keys
               are: the colour before a named shape is a backward lookup), then a random span and its
-              repeat. Every answer is a target, so the in-context lookup that reading needs forms in
-              hundreds of steps instead of after thousands of drills with one target each
-              (``benchmarks/results/reading_experiments/recall_warmup.txt``); it teaches no habit of
-              the grammar or of calling.
+              repeat. Every answer is a target, so the in-context lookup that reading needs formed in
+              hundreds of steps of earlier builds instead of after thousands of drills with one target
+              each; it teaches no habit of the grammar or of calling.
 ``presence``  text-only reading drills about random objects (:func:`presence_probe`): 1-3 tool responses in
               the env's wording, and an answer turn that checks the candidates one by one
-              (:func:`presence_line`), the only target. On text the check forms in hundreds of GPU steps,
-              which image drills alone did not do (``benchmarks/results/presence/``).
+              (:func:`presence_line`), the only target. On text the check formed in hundreds of GPU steps
+              of earlier builds, which image drills alone did not do.
 reading       a ``tool`` trace (kind ``tool``) on a needle or needle_attribute question whose ONLY
               target is the final answer turn (``Sample.targets == "last"``): the calls and the
               responses are context. The tiny model learned to see and to call but not to copy the
@@ -190,8 +189,8 @@ def zoom_line(env, scene: str, zoom_think: str = "scene") -> str:
 # the cold start teaches one fixed line per decision. Each opener starts with its own token and none with
 # a ParaVT line's ("I", "The"), so the first token of a turn picks the dialect: once the cold start has
 # made the fixed line the single likeliest opener, greedy decoding takes it, while sampling still opens
-# many turns the native way and carries on in that dialect (the paper's format fragility). Measured, it
-# did not: ten cold-start steps erased the native openers under sampling too (benchmarks/results/gpu/recall/).
+# many turns the native way and carries on in that dialect (the paper's format fragility). Measured on an
+# earlier build, it did not: ten cold-start steps erased the native openers under sampling too.
 NATIVE_THINK = {
     "tool": ("Let me crop the video.", "So, a closer look at the video.", "Now crop the video.", "Okay, the tool."),
     "answer_after_tool": ("So the crops show it.", "Now the answer.", "Okay, the answer.", "Let me answer."),
@@ -199,7 +198,7 @@ NATIVE_THINK = {
 }
 # ``native_think="spread"``: the lines above share first tokens across decisions ("So" opens a tool line, an
 # answer line and a direct line), so that token gathered enough mass to beat the ParaVT opener under greedy
-# decoding too (benchmarks/results/native_traces/). Here every opener of a turn starts with its own first
+# decoding too, in an earlier build. Here every opener of a turn starts with its own first
 # token (a capital no ParaVT think line starts with: not I, T, or an option letter A-E): the native mass is
 # spread thin over six tokens per decision, so the single ParaVT line stays the likeliest first token
 # while sampling still draws the native dialect often.
@@ -233,8 +232,7 @@ def grounded_line(env, said: str, seen_by: str, restate_options: bool = False, t
     object (:func:`restated_options`) and ends with the letter: "A. red star A; B. white star B. The crops
     show a white star B." The match is then a forward copy (the token after the earlier mention of the
     object), which a small model learns in hundreds of steps; the prompt's own order (letter before object)
-    needs a backward one, which it had not learned in thousands
-    (benchmarks/results/reading_experiments/short_lookup.txt)."""
+    needs a backward one, which it had not learned in thousands."""
     q = env.episode.question
     if q.family not in READING_FAMILIES:
         return None
@@ -299,7 +297,7 @@ def presence_line(question, said: str) -> str | None:
     blue star: yes." (a colour question: every colour with the shape it names). One skill answers both
     families, whether a colour-shape pair occurs in the text, and the answer is the candidate the chain stopped
     at. Naming the right object among several in one step did not form in this model, while the chain formed
-    in under a thousand steps on text probes (benchmarks/results/presence/README.md).
+    in under a thousand steps on text probes.
     None where the chain would not end at the answer: the answer is not named, or an earlier candidate is
     (another scene's object of the same shape, say)."""
     truth = answer_object(question)
@@ -336,9 +334,8 @@ def scene_presence_line(question, said: str) -> str | None:
     """:func:`presence_line` that checks the scene too: a candidate ``said`` names is checked by the scene it is
     seen in, and only the question's scene says yes: "A. red star: no; B. orange star: sky scene, no; C. yellow
     diamond: meadow scene, yes." With wide crops the responses name other scenes' objects of the asked shape or
-    other options (rivals), where the plain chain stops at the first named candidate (section 9 of
-    benchmarks/results/presence/README.md). None where the chain would not end at the answer in the question's
-    scene."""
+    other options (rivals), where the plain chain stops at the first named candidate. None where the chain would
+    not end at the answer in the question's scene."""
     truth, asked = answer_object(question), QUESTION_SCENE_RE.search(question.text)
     where = object_scenes(said)
     if truth is None or asked is None or asked.group(1) not in where.get(truth, []):
@@ -394,7 +391,7 @@ def presence_probe(rng: np.random.Generator, max_objects: int = 12) -> Sample:
     listing 2-4 objects each (at most ``max_objects`` in all), and the answer turn thinking :func:`presence_line`,
     the only target. Only the check can answer: the other options appear nowhere, and a colour question's shape
     appears once. On text alone the check formed in under a thousand GPU steps, where images and drills alone
-    did not form it (benchmarks/results/presence/README.md)."""
+    did not form it."""
     objs = [(c, sh) for c in COLOURS for sh in SHAPES]
     mcq = bool(rng.random() < 0.5)
     sizes = rng.integers(2, 5, int(rng.integers(1, 4)))
@@ -564,7 +561,7 @@ def scene_overview_caption(env, view: str = "scene") -> str | None:
     question names no scene or the source has no captions. Filtering by scene first leaves the other scenes' objects
     (the rivals) out of the text the answer is then looked up in; each frame's scene is its own caption's. The line
     opens with the scene's name copied from the question: without it a mend learned to caption the overview from its
-    first frame, naming the first scene (benchmarks/results/scene_view/). ``view`` (one of :data:`SCENE_VIEWS`):
+    first frame, naming the first scene. ``view`` (one of :data:`SCENE_VIEWS`):
     ``"scene"`` the full caption; ``"scene_compact"`` only the objects, without their positions or times and without
     the scene's span ("The meadow scene in the overview: small grey square, yellow diamond." or "...: nothing."),
     about a third of the tokens, so a turn fits the trainers' 64 new tokens; ``"scene_span"`` the compact line with
@@ -1153,7 +1150,7 @@ def decision_positions(ids, tokenizer) -> np.ndarray:
     prefix ("I need a closer look." or a line of what was seen) and an ``<answer>`` tag right after
     ``</think>\n`` (the other choice there is ``<tool_call>``). Drills that leave these untrained practise
     reading without pulling the model towards answering at once (a strong prior's calls died under
-    drills that trained them: benchmarks/results/caption_mend/README.md)."""
+    drills that trained them)."""
     ids = np.asarray(ids)
     think, close, answer = (tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "<answer>"))
     newline = tokenizer.encode("\n", add_special_tokens=False)
@@ -1247,11 +1244,12 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
     """Worker entry point (importable, so ``spawn`` pools can run it): build a corpus chunk
     (``counts`` = n_frame / n_caption / n_direct / n_tool / tool_dialect for :func:`build_corpus`, or
     n_recall for :func:`recall_records`, or n_presence for :func:`presence_records`),
-    encode it and write the packed arrays to ``path`` (``.npz``, written atomically, so a killed
-    build leaves only whole chunks). Returns the chunk's :func:`corpus_stats`."""
-    import os
-
+    encode it and write the packed arrays to ``path`` (``.npz``, written atomically by
+    ``agents.checkpoint_io.atomic_write``, so a killed build leaves only whole chunks). Returns the chunk's
+    :func:`corpus_stats`."""
     import torch
+
+    from agents.checkpoint_io import atomic_write
     torch.set_num_threads(1)
     if counts.get("n_recall"):
         packed = pack_records(recall_records(tokenizer, counts["n_recall"], np.random.default_rng(kwargs["seed"])))
@@ -1268,9 +1266,7 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
                                native_share=counts.get("native_share", 0.0),
                                native_trace_share=counts.get("native_trace_share", 0.0), **kwargs)
         packed, stats = pack_records([encode_record(policy, s) for s in samples]), corpus_stats(samples)
-    tmp = f"{path}.tmp-{os.getpid()}.npz"
-    np.savez(tmp, **packed)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez(f, **packed))
     return stats
 
 

@@ -6,8 +6,8 @@
 
 Lookup order for ``default_checkpoint(prior)`` (no build overrides given):
 1. a checkpoint SHIPPED in the repo: ``agents/lmm/checkpoints/tiny-<prior>/cold_start``, the end of a
-   chain of ``trainers/sft.py`` builds, mostly on one GPU (the README's "shipped cold starts" names each
-   step); 7.8 MB of weights each (8 layers), with the build record ``sft_args.json`` inside
+   chain of ``trainers/sft.py`` builds, mostly on one GPU (``benchmarks/cold_start_lineage/README.md``
+   lists the last steps); 7.8 MB of weights each (8 layers), with the build record ``sft_args.json`` inside
    ``cold_start/`` (its ``parent`` chain holds every build it continued), so evaluation recovers the
    world settings: 56x56 frames, crop size, K).
    ``PARAVT_NO_SHIPPED=1`` skips it.

@@ -1,7 +1,7 @@
 """Can the model see? Measurements of an LMM against the world's truth (validation split).
 
 Used by ``benchmarks/perception.py`` (the full benchmark) and by ``trainers/sft.py`` (a quick
-held-out caption F1 logged while training). Four skills:
+held-out caption F1 logged while training: ``trainers/supervised/quick_eval.py``). Four skills:
 
 * **captions of single frames and of crops** (the sub-agent skill), generated through
   :class:`~agents.lmm.subagent.Subagent` (the prompt the corpus trains and the env uses) and
