@@ -58,7 +58,7 @@ def build(prior: str, base: str, steps: int, a, share: float = 0.0) -> str:
         return str(out / "cold_start")
     args = sft.parse_args(recipe + ["--device", a.device, "--workers", str(a.workers), "--time-budget-s", "0",
                                     "--eval-every", "0", "--eval-frames", "16", "--eval-crops", "8",
-                                    "--progress", "false", "--out", str(out),
+                                    "--no-progress", "--out", str(out),
                                     "--runs-dir", str(Path(a.build_dir) / "tb")])
     return str(sft.main(args))
 
@@ -158,7 +158,7 @@ def main(argv=None):
                    help="how native turns of the cold start open (trainers/sft.py --native-think)")
     p.add_argument("--sft-args", default="",
                    help="more trainers/sft.py flags for every build, e.g. the base's think style: "
-                        "'--grounded-think true --option-think true --direct-think needle' (the shipped strong's)")
+                        "'--grounded-think --option-think --direct-think needle' (the shipped strong's)")
     p.add_argument("--native-close-think-p", type=float, default=0.3,
                    help="probability a native turn of the cold start closes </think> (trainers/sft.py)")
     p.add_argument("--lengths", default="0,25,50,100,200", help="stage-2 step counts, comma-separated")

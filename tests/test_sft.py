@@ -376,7 +376,7 @@ def test_direct_drills_can_be_played_without_a_tool_advertised():
 
 
 def test_drills_can_leave_the_call_or_answer_decision_untrained(policy):
-    """--drill-decisions false: a direct answer's first think token and its <answer> tag (the two places where
+    """--no-drill-decisions: a direct answer's first think token and its <answer> tag (the two places where
     a turn picks answering over calling) are context, every other assistant token is still a target."""
     from agents.lmm.corpus import encode_record, encoding_policy
     from trainers import sft
@@ -391,7 +391,7 @@ def test_drills_can_leave_the_call_or_answer_decision_untrained(policy):
         assert [tok.decode(free["ids"][p - 2:p]) for p in untrained][0] == "<think>\n"
         assert tok.convert_ids_to_tokens(int(free["ids"][untrained[1]])) == "<answer>"
         assert len(untrained) == 2 and "</answer>" in tok.decode(free["ids"][free["mask"]])
-    kwargs = sft.corpus_plan(sft.parse_args(["--stage1-direct-needle", "5", "--drill-decisions", "false"]))
+    kwargs = sft.corpus_plan(sft.parse_args(["--stage1-direct-needle", "5", "--no-drill-decisions"]))
     assert kwargs["s1_direct_needle"][1]["decisions_trained"] is False
     # without a tool advertised there is no choice to keep out of training
     no_tool = build_corpus(0, 3, 0, "paravt", seed=5, wc=WC, budgets=(4, 64), decisions_trained=False,
@@ -423,13 +423,13 @@ def test_spread_native_openers_each_start_with_a_token_of_their_own():
 
 
 def test_drill_flags_refuse_runs_without_drills(tmp_path):
-    """--drill-no-tool-share and --drill-decisions false shape the drill parts only: given with --stage1-direct
+    """--drill-no-tool-share and --no-drill-decisions shape the drill parts only: given with --stage1-direct
     answers alone they once trained those in the tool prompt with their decisions, silently."""
     from trainers import sft
     with pytest.raises(SystemExit, match="--stage1-direct-needle"):
         sft.main(sft.parse_args(["--stage1-direct", "40", "--drill-no-tool-share", "1.0", "--out", str(tmp_path)]))
     with pytest.raises(SystemExit, match="none of"):
-        sft.main(sft.parse_args(["--drill-decisions", "false", "--out", str(tmp_path)]))
+        sft.main(sft.parse_args(["--no-drill-decisions", "--out", str(tmp_path)]))
     with pytest.raises(SystemExit, match=r"\[0, 1\]"):
         sft.main(sft.parse_args(["--stage1-direct-needle", "8", "--drill-no-tool-share", "1.5", "--out", str(tmp_path)]))
     assert not any(tmp_path.iterdir())  # refused before anything was written
@@ -504,7 +504,7 @@ def test_loss_mask_covers_assistant_tokens_only(corpora, policy):
 def test_args_cli_documents_every_knob(capsys):
     import dataclasses
     sft = _sft()
-    a = sft.parse_args(["--tool-prior", "weak", "--stage1-steps", "3", "--progress", "false"])
+    a = sft.parse_args(["--tool-prior", "weak", "--stage1-steps", "3", "--no-progress"])
     assert a.tool_prior == "weak" and a.stage1_steps == 3 and a.progress is False
     assert all(f.metadata.get("help") for f in dataclasses.fields(sft.Args))
 
@@ -548,8 +548,29 @@ def test_gpu_preset_and_explicit_flags_win():
     assert (a.amp, a.stage1_lr, a.batch_size, a.batch_tokens, a.perception_warmup) == (False, 6e-4, 256, 65536, 0.6)
     # both priors in one 10-minute GPU call, the corpus included
     assert a.time_budget_s <= 570
-    assert sft.parse_args(["--preset", "gpu", "--amp", "true"]).amp is True
+    assert sft.parse_args(["--preset", "gpu", "--amp"]).amp is True
     assert sft.parse_args([]).stage1_steps == sft.Args().stage1_steps
+
+
+def test_a_config_file_sets_flags_the_command_line_and_preset_order_holds(tmp_path):
+    """--config FILE: its values beat the preset's, the command line beats both; booleans are --x / --no-x; a
+    build record (sft_args.json) loads its arguments; an unknown key is refused by name."""
+    sft = _sft()
+    cfg = tmp_path / "build.yaml"
+    cfg.write_text("preset: gpu\nstage1_steps: 9\namp: true\nbudgets: [4, 8, 16]\n")
+    a = sft.parse_args(["--config", str(cfg), "--stage1-steps", "11"])
+    assert (a.stage1_steps, a.amp, a.budgets) == (11, True, "4,8,16")
+    assert a.stage2_steps == sft.PRESETS["gpu"]["stage2_steps"]  # the preset still fills what no one set
+    assert sft.parse_args(["--config", str(cfg), "--no-amp"]).amp is False
+    from agents.lmm.default import shipped_checkpoint
+    record = shipped_checkpoint("strong") / "sft_args.json"
+    built = json.loads(record.read_text())["args"]
+    again = sft.parse_args(["--config", str(record)])
+    assert (again.stage1_steps, again.tool_prior, again.seed) == (built["stage1_steps"], built["tool_prior"],
+                                                                   built["seed"])
+    cfg.write_text("stage1_stepz: 9\n")
+    with pytest.raises(SystemExit):
+        sft.parse_args(["--config", str(cfg)])
 
 
 def test_default_checkpoint_prefers_shipped(tmp_path, monkeypatch):
@@ -831,7 +852,7 @@ def test_learning_rate_warmup_then_cosine_to_floor():
 TINY = ["--stage1-frame", "12", "--stage1-caption", "6", "--stage1-direct", "3", "--stage1-tool", "3",
         "--stage2-tool", "3", "--stage2-direct", "2", "--stage2-frame", "2", "--stage2-caption", "2",
         "--budgets", "4,8", "--vocab-size", "600", "--eval-frames", "3", "--eval-crops", "2", "--eval-max-new-tokens", "12",
-        "--threads", "2", "--progress", "false"]
+        "--threads", "2", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -981,7 +1002,7 @@ def test_a_fitted_cold_start_ends_annealed_before_its_budget(tmp_path, shared_co
     sft = _sft()
     argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
             "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0",
-            "--stage2-fit", "true", "--time-budget-s", "60", "--log-every", "1"]
+            "--stage2-fit", "--time-budget-s", "60", "--log-every", "1"]
     args = sft.parse_args(argv)
     path = sft.main(args)
     info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
@@ -1721,7 +1742,7 @@ def test_cold_start_length_builds_of_different_recipes_get_different_folders(tmp
 
     a = csl.build("strong", "BASE", 50, recipe(), share=0.6)
     b = csl.build("strong", "BASE", 50, recipe(stage2_lr=2e-4), share=0.6)
-    c = csl.build("strong", "BASE", 50, recipe(sft_args="--grounded-think true"), share=0.6)
+    c = csl.build("strong", "BASE", 50, recipe(sft_args="--grounded-think"), share=0.6)
     assert len({a, b, c}) == 3
     assert csl.build("strong", "BASE", 50, recipe(workers=4, device="cuda"), share=0.6) == a  # runtime only
     assert sent[1].stage2_lr == 2e-4 and sent[0].stage2_native_traces == 0.6 and sent[2].grounded_think

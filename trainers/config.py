@@ -2,11 +2,13 @@
 
 Every tool that takes ``--config FILE`` reads the file as the flags it holds, placed before the command line's,
 so a flag given on the command line wins. Keys are flag names without the dashes, with ``_`` or ``-`` (a run's
-``args.json`` is such a file); ``true`` / ``false`` become ``--flag`` / ``--no-flag``; a list becomes a comma list.
+``args.json`` is such a file, and a build record's ``args``); ``true`` / ``false`` become ``--flag`` /
+``--no-flag``; a list becomes a comma list.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -54,3 +56,32 @@ def config_flags(mapping: dict, known: set[str] | None = None, source: str = "co
         else:
             out += [flag, str(value)]
     return out
+
+
+def config_argv(argv, known: set[str]) -> list[str]:
+    """``argv`` with the flags of its ``--config FILE`` (if any) put in front, so the command line's own flags win.
+    ``known`` are the flag names (with underscores) the file may set; anything else is a ValueError."""
+    argv = list(argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default="")
+    ns, rest = pre.parse_known_args(argv)
+    if not ns.config:
+        return argv
+    data = load_config(ns.config)
+    if isinstance(data.get("args"), dict) and "args" not in known:  # a build record (sft_args.json): its arguments
+        data = data["args"]
+    return config_flags(data, known, source=f"--config {ns.config}") + rest
+
+
+def given_dests(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The destinations a command line sets explicitly (a flag given with its default value counts as given)."""
+    unset = object()
+    saved = {a.dest: a.default for a in parser._actions}
+    try:
+        for a in parser._actions:
+            a.default = unset
+        ns, _ = parser.parse_known_args(list(argv))
+    finally:
+        for a in parser._actions:
+            a.default = saved[a.dest]
+    return {k for k, v in vars(ns).items() if v is not unset}

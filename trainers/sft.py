@@ -34,7 +34,7 @@ second build with the same data settings reuses them). Training batches pack man
 (length-bucketed within a part, at most ``--batch-size`` sequences and ``--batch-tokens`` padded
 tokens), turn the frames into pixel values on the device (``agents.lmm.fast_qwen`` when present,
 else the image processor), run the model's own forward (the fast path when present; bf16
-autocast on CUDA with ``--amp true``, fp32 with TF32 matmuls otherwise), and take the
+autocast on CUDA with ``--amp``, fp32 with TF32 matmuls otherwise), and take the
 cross-entropy of assistant tokens only. AdamW, linear warm-up, cosine to 10 %. Stage 1 ends at
 ``--stage1-steps`` or at its share of ``--time-budget-s``, whichever comes first (the schedule
 follows the same progress); stage 2 runs its ``--stage2-steps`` (the cold-start length is a knob of
@@ -46,7 +46,7 @@ Presets (``--preset``; an explicit flag always wins over its preset):
     cpu  (default; what ``agents.lmm.default.default_checkpoint`` builds when nothing is shipped):
          small corpora, fixed step counts: a demo, too short to learn to see
     gpu  one H200: 80k captions (40k single frames, 40k crops), 12k direct answers, 6k native
-         traces; fp32 with TF32 matmuls (``--amp false``: in earlier builds bf16 autocast at lr >= 1e-3
+         traces; fp32 with TF32 matmuls (``--no-amp``: in earlier builds bf16 autocast at lr >= 1e-3
          learned no objects or went NaN; non-finite steps are skipped and counted), stage-1 lr 6e-4,
          batches of up to 256 sequences / 65,536 padded tokens, the first 60 % of stage 1 on captions
          only, and a 540 s budget for the whole run (corpus included), so ``--tool-prior both`` fits one
@@ -159,7 +159,7 @@ def main(args: Args) -> Path:
     model = build_base(args, tok)
     tr = Trainee(model, tok, proc, args.device, fast=args.fast, answer_weight=args.answer_weight)
     if not tr.fast and tr.device.type == "cuda":
-        print("[sft] agents.lmm.fast_qwen is not available (or --fast false): the stock forward and the PIL image "
+        print("[sft] agents.lmm.fast_qwen is not available (or --no-fast): the stock forward and the PIL image "
               "processor are several times slower on the GPU", file=sys.stderr)
     parts = load_parts(args, plan, cdir, tr.device, len(tok))
     print(f"[sft] {args.tool_prior}: corpus ready in {t_corpus:.0f} s ({cdir}): " + ", ".join(

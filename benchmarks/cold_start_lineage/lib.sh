@@ -42,7 +42,7 @@ v11_tail() {
       --sft-args "$THINK" --native-shares "${NATIVE_SHARE:-0.65}" --lengths "$L" --out "$R/native_$v" > "$R/native_$v.log" 2>&1 &
   done
   wait
-  local C="--preset cpu --device cuda --amp false --stage1-frame 2000 --stage1-caption 4000 --stage1-direct 0
+  local C="--preset cpu --device cuda --no-amp --stage1-frame 2000 --stage1-caption 4000 --stage1-direct 0
      --stage1-tool 0 --stage2-tool 0 --stage2-direct 0 --stage2-frame 0 --stage2-caption 0 --stage2-steps 0
      --stage1-steps 150 --stage1-lr 5e-5 --batch-size 32 --warmup 10 --workers 7 --eval-every 0 --caption-max-frames 16
      --caption-aug-p 0.5"
@@ -82,7 +82,7 @@ fit_variants() {
   for spec in "${specs[@]}"; do
     name=${spec%%:*}; NAMES="$NAMES $name"
     # shellcheck disable=SC2086  # flag lists
-    python3 trainers/sft.py $data ${spec#*:} --stage2-steps 100000 --stage2-fit true --workers 2 \
+    python3 trainers/sft.py $data ${spec#*:} --stage2-steps 100000 --stage2-fit --workers 2 \
       --deadline-unix $((T0 + end_s)) --out "/tmp/f/$name" > "$R/train_$name.log" 2>&1 &
   done
   wait

@@ -13,9 +13,9 @@
 set -u
 . benchmarks/cold_start_lineage/lib.sh
 start_build
-S="--grounded-think true --option-think true --presence-think true --direct-think scene_chain_decide
+S="--grounded-think --option-think --presence-think --direct-think scene_chain_decide
    --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute --tool-on-visible 0.7
-   --zoom-think sighting --seed 10 --stage2-tool 6000 --batch-tokens 65536 --warmup 100 --stage2-fit true
+   --zoom-think sighting --seed 10 --stage2-tool 6000 --batch-tokens 65536 --warmup 100 --stage2-fit
    --deadline-unix $((T0 + ${TRAIN_S:-360}))"
 VARIANTS=${VARIANTS:-"qa:--stage2-sighting 24000|qb:--stage2-sighting 24000 --batch-size 128 --batch-tokens 131072|qc:"}
 IFS='|' read -r -a specs <<< "$VARIANTS"

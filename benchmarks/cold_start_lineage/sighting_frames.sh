@@ -11,12 +11,12 @@ set -u
 start_build
 DATA="--preset gpu --tool-prior strong --init-from $START --budgets 4,8,16 --stage1-frame 0 --stage1-caption 0
   --stage1-direct 0 --stage1-tool 0 --stage1-steps 0 --stage2-native-traces 0.65 --native-think spread
-  --native-close-think-p 0.3 --warmup 100 --grounded-think true --option-think true --presence-think true
+  --native-close-think-p 0.3 --warmup 100 --grounded-think --option-think --presence-think
   --direct-think scene_chain_decide --search-agent sweep --oracle-fraction 0 --tool-families needle,needle_attribute
-  --tool-on-visible 0.7 --zoom-think sighting --seed 27 --stage2-fresh true
+  --tool-on-visible 0.7 --zoom-think sighting --seed 27 --stage2-fresh
   --stage2-tool ${TOOL:-6000} --stage2-direct ${DIRECT:-2000} --stage2-frame ${FRAME:-1000}
-  --stage2-caption ${CAPTION:-3000} --stage2-sighting ${N:-40000} --sighting-frames true
-  --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --progress false"
+  --stage2-caption ${CAPTION:-3000} --stage2-sighting ${N:-40000} --sighting-frames
+  --device cuda --eval-every 0 --eval-frames 0 --eval-crops 0 --no-progress"
 # ROWS_EPISODES=N: while the corpus renders, $START plays N train episodes at T = ${ROWS_T:-1.0} on the GPU (its own
 # sub-agent) once per set of $ROWS_SETS ("name:families|...", families a comma list, empty for all; default "all:"),
 # keeping the episodes of those families as rows in /tmp/rows_NAME, which a variant trains beside the rest with

@@ -14,6 +14,7 @@ from agents.lmm.corpus import CaptionConfig, WorldConfig, ZOOM_THINKS
 from agents.lmm.default import checkpoint_info
 from paravt_env.config import GATING_BUDGETS
 from paravt_env.questions import FAMILIES
+from trainers.config import config_argv, given_dests
 from trainers.run_state import RunStateError, check_name
 
 @dataclass
@@ -332,24 +333,28 @@ def with_preset(args: Args, given=()) -> Args:
 
 
 def parse_args(argv=None, cls=Args, description: str | None = None):
-    """Every dataclass field becomes ``--kebab-name`` with its help text and default; then the
-    ``--preset``'s values fill every field not given explicitly. ``description`` heads ``--help``."""
+    """Every dataclass field becomes ``--kebab-name`` with its help text and default (a boolean: ``--name`` /
+    ``--no-name``); ``--config FILE`` (YAML or JSON, a run's ``sft_args.json`` too) gives flags the command line
+    can override; then the ``--preset``'s values fill every field not given explicitly. ``description`` heads
+    ``--help``."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="", help="a YAML or JSON file of flag names and values (the command line wins)")
     for f in dataclasses.fields(cls):
         name = "--" + f.name.replace("_", "-")
         helptext = f.metadata.get("help", "") + f" (default: {f.default})"
         if f.type in (bool, "bool"):
-            p.add_argument(name, default=f.default, help=helptext, type=lambda s: s.lower() in ("1", "true", "yes", "y"),
-                           metavar="BOOL")
+            p.add_argument(name, default=f.default, help=helptext, action=argparse.BooleanOptionalAction)
         else:
             typ = {"int": int, "float": float, "str": str}.get(f.type if isinstance(f.type, str) else f.type.__name__, str)
             p.add_argument(name, default=f.default, type=typ, help=helptext, choices=f.metadata.get("choices"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = config_argv(argv, {f.name for f in dataclasses.fields(cls)})
+    except ValueError as exc:
+        p.error(str(exc))
     ns = vars(p.parse_args(argv))
-    explicit = argparse.ArgumentParser(add_help=False)
-    for a in p._actions:
-        if a.option_strings and a.dest != "help":
-            explicit.add_argument(*a.option_strings, dest=a.dest, default=argparse.SUPPRESS, type=str)
-    given = set(vars(explicit.parse_known_args(argv)[0]))
+    ns.pop("config")
+    given = given_dests(p, argv)
     args = inherit_world(with_preset(cls(**ns), given), given)
     try:
         args.tool_family_tuple()
@@ -402,19 +407,19 @@ def check_args(args: Args) -> None:
     for flag in ("option_think", "presence_think"):
         if getattr(args, flag) and not args.grounded_think:
             raise SystemExit(f"--{flag.replace('_', '-')} shapes the grounded think line: give it with "
-                             "--grounded-think true")
+                             "--grounded-think")
     if args.grow_layers < 0 or (args.grow_layers and not args.init_from):
         raise SystemExit(f"--grow-layers {args.grow_layers}: give a count >= 0, with --init-from (it grows a trained "
                          "parent, keeping what the parent computes)")
     if args.scene_presence and not args.presence_think:
-        raise SystemExit("--scene-presence shapes the presence chain: give it with --presence-think true")
+        raise SystemExit("--scene-presence shapes the presence chain: give it with --presence-think")
     # The drill flags shape the drill parts only; a run that gives them without drills would silently train
     # ordinary direct answers (tool prompt, decisions trained) where the flags promise otherwise.
     if args.drill_no_tool_share and not args.stage1_direct_needle:
         raise SystemExit("--drill-no-tool-share shapes the direct-answer drills (--stage1-direct-needle), which this "
                          "run has none of; --stage1-direct answers are always played in the tool prompt")
     if not args.drill_decisions and not (args.stage1_direct_needle or args.stage1_reading):
-        raise SystemExit("--drill-decisions false shapes the drills (--stage1-reading, --stage1-direct-needle), "
+        raise SystemExit("--no-drill-decisions shapes the drills (--stage1-reading, --stage1-direct-needle), "
                          "which this run has none of")
     if args.tool_prior == "both" and args.stage2_rows:
         raise SystemExit("--stage2-rows are one model's rollouts: build one prior with them (--tool-prior strong or weak)")
