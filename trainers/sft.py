@@ -169,7 +169,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python trainers/sft.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.corpus import (KINDS, READING_FAMILIES, CaptionConfig, WorldConfig, merge_stats,  # noqa: E402
                                ZOOM_THINKS, tokenizer_texts, write_chunk)
