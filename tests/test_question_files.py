@@ -150,7 +150,7 @@ def test_videos_outside_the_video_root_are_refused_saying_nothing_of_them(tmp_pa
 
 
 def test_without_a_video_root_the_question_files_folder_confines_the_videos(tmp_path, video_dir):
-    from trainers import config, para_grpo
+    from trainers import config, core, para_grpo
 
     path = tmp_path / "q.jsonl"   # its folder holds no videos: the release row's clips/a.mp4 is elsewhere
     path.write_text(json.dumps(release_row(video=str(video_dir / "videos" / "clips" / "a.mp4"))) + "\n")
