@@ -37,5 +37,14 @@ setup(
                   "trainers": ["presets/*.yaml"]},
     install_requires=["numpy>=1.24", "gymnasium>=1.0", "pettingzoo>=1.24", "pillow>=9", "tqdm>=4.60", "pyyaml>=6"],
     extras_require=extras,
-    entry_points={"console_scripts": ["paravt-export=paravt_env.export:main"]},
+    # trainers/cli.py: one function per command line (each runs that script's main)
+    entry_points={"console_scripts": [
+        "paravt-export=paravt_env.export:main",
+        "paravt-train=trainers.cli:train",
+        "paravt-train-grpo=trainers.cli:train_grpo",
+        "paravt-train-sequential=trainers.cli:train_sequential",
+        "paravt-sweep=trainers.cli:sweep",
+        "paravt-eval=trainers.cli:evaluate",
+        "paravt-view=trainers.cli:view",
+    ]},
 )

@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python benchmarks/cold_start_length.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.evaluate_lmm import rollouts, summarize, training_budgets, world_config_of  # noqa: E402
 from agents.lmm.policy import TransformersPolicy  # noqa: E402

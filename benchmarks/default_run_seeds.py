@@ -28,7 +28,8 @@ from pathlib import Path
 from statistics import fmean, pstdev, stdev
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __name__ == "__main__" and not __package__:  # python benchmarks/default_run_seeds.py: the repo root on the path
+    sys.path.insert(0, str(ROOT))
 
 from tqdm import tqdm  # noqa: E402
 

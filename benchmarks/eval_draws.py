@@ -21,10 +21,12 @@ from statistics import fmean, pstdev
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python benchmarks/eval_draws.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.default_run_seeds import eval_env_settings, no_tool_accuracy  # noqa: E402
-from trainers.core import EVAL_POOL, Dist, evaluation_records, load_policy, parse_args, resolve_model  # noqa: E402
+from trainers.config import parse_args  # noqa: E402
+from trainers.core import EVAL_POOL, Dist, evaluation_records, load_policy, resolve_model  # noqa: E402
 from trainers.para_grpo import Args  # noqa: E402
 from trainers.rollouts import make_env  # noqa: E402
 

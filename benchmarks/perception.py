@@ -40,7 +40,8 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python benchmarks/perception.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.corpus import CaptionConfig  # noqa: E402
 from agents.lmm.evaluate_lmm import training_budgets, world_config_of  # noqa: E402

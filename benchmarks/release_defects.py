@@ -33,7 +33,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and not __package__:  # python benchmarks/release_defects.py: the repo root on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -41,6 +42,7 @@ import torch  # noqa: E402
 from benchmarks.report import write_report  # noqa: E402
 from paravt_env.rewards import score  # noqa: E402
 from trainers import core, para_grpo  # noqa: E402
+from trainers.config import parse_args  # noqa: E402
 
 TERMS = ("format/think", "format/anchor_think_closed", "format/anchor_flow", "format/penalty_unclosed_think",
          "format/think_before_tool", "format/balanced", "tool/parseable", "tool/executed", "tool/correct_bonus")
@@ -130,7 +132,7 @@ def main(argv=None):
     p.add_argument("extra", nargs="*", help="trainers/para_grpo.py arguments after --, e.g. -- --group-size 4")
     a = p.parse_args(argv)
     model = a.model or str(core.resolve_model(para_grpo.Args()))
-    args = core.parse_args(para_grpo.Args, ["--model", model, *a.extra])
+    args = parse_args(para_grpo.Args, ["--model", model, *a.extra])
     torch.set_num_threads(args.torch_threads)
     policy = core.load_policy(model, torch.device(a.device))
     policy.model.eval()

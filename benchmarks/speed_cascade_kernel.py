@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python benchmarks/speed_cascade_kernel.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def inputs(a, device, dtype, generator):

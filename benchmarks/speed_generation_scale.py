@@ -55,7 +55,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python benchmarks/speed_generation_scale.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.graph_decode import DECODE_ATTENTION, cache_argument  # noqa: E402
 from agents.lmm.policy import _RecordLogprobs  # noqa: E402

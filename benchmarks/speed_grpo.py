@@ -31,13 +31,14 @@ import tempfile
 import time
 from dataclasses import replace
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and not __package__:  # python benchmarks/speed_grpo.py: the repo root on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.report import write_report  # noqa: E402
-from trainers import core, para_grpo  # noqa: E402
+from trainers import config, core, para_grpo  # noqa: E402
 
 PARTS = ("generate_main", "generate_sub", "env", "backward")
 
@@ -57,7 +58,7 @@ def grpo_steps(model: str, device: str, steps: int, extra: list[str]) -> dict:
     return {"steps": rows, "mean_after_first": mean, "first_step_seconds": rows[0]["seconds"]}
 
 
-def dispatch_compare(model: str, device: str, episodes: int, base: core.GRPOArgs, seed: int = 10_000) -> dict:
+def dispatch_compare(model: str, device: str, episodes: int, base: config.GRPOArgs, seed: int = 10_000) -> dict:
     torch.set_num_threads(base.torch_threads)
     policy = core.load_policy(model, torch.device(device))
     policy.model.eval()
@@ -142,7 +143,7 @@ def main(argv=None):
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         p.error("--device cuda but CUDA is not available")
     model = a.model or str(core.resolve_model(para_grpo.Args()))
-    base = core.parse_args(para_grpo.Args, ["--model", model, *a.extra])
+    base = config.parse_args(para_grpo.Args, ["--model", model, *a.extra])
     res = {"model": model, "device": a.device, "threads": base.torch_threads,
            "settings": {k: getattr(base, k) for k in ("group_size", "prompts_per_step", "max_new_tokens",
                                                       "subagent_max_new_tokens", "frame_size", "nframes_gating",

@@ -28,7 +28,8 @@ from pathlib import Path
 from statistics import fmean
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __name__ == "__main__" and not __package__:  # python benchmarks/sweep_profile.py: the repo root on the path
+    sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
 
@@ -79,7 +80,7 @@ def eval_seconds(device: str, episodes: int, work: Path, timeout: float) -> dict
     """One protocol evaluation of the shipped strong cold start (tools and no-tools conditions)."""
     import dataclasses
 
-    from trainers.core import GRPOArgs, parse_args
+    from trainers.config import GRPOArgs, parse_args
     from trainers.run_state import atomic_write_json
 
     args_file = work / "eval_args.json"

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __name__ == "__main__" and not __package__:  # python benchmarks/viewer_demo.py: the repo root on the path
+    sys.path.insert(0, str(ROOT))
 
 from trainers import core, para_grpo, samples, view  # noqa: E402
 

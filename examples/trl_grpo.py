@@ -58,7 +58,8 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and not __package__:  # python examples/trl_grpo.py: the repo root on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -66,6 +67,7 @@ import torch  # noqa: E402
 from paravt_env.config import THINK_PREFIX  # noqa: E402
 from paravt_env.rewards import RewardConfig, score  # noqa: E402
 from trainers import core, para_grpo  # noqa: E402
+from trainers.config import _HelpFormatter, validate_args  # noqa: E402
 from trainers.rollouts import derive_seed, make_env, reward_config  # noqa: E402
 
 # para_grpo.Args fields that mean the same thing here; the example's flags are exactly these
@@ -84,7 +86,7 @@ def single_turn_args(**overrides) -> para_grpo.Args:
     """para_grpo's arguments for the setting both trainers share: no tool advertised, one turn,
     the log-prob anchor off (TRL has no such loss term; the anchor *bonus* is in the reward)."""
     args = dataclasses.replace(para_grpo.Args(), tools=False, max_turns=1, anchor_mode="bonus", **overrides)
-    core.validate_args(args)
+    validate_args(args)
     return args
 
 
@@ -94,7 +96,7 @@ def parse_args(argv=None) -> tuple[para_grpo.Args, argparse.Namespace]:
         if dataclasses.is_dataclass(klass):
             help_of.update({f.name: f.metadata.get("help", "") for f in dataclasses.fields(klass) if f.metadata})
     base = para_grpo.Args()
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=core._HelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     for name in SHARED_FLAGS:
         default = getattr(base, name)
         flag = "--" + name.replace("_", "-")

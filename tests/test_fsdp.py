@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainers import core, run_state
-from trainers.core import GRPOArgs, TrainSeq, structural_ids
+from trainers import config, core, run_state
+from trainers.config import GRPOArgs
+from trainers.core import TrainSeq, structural_ids
 
 WORLD = 2
 
@@ -140,7 +141,7 @@ def _worker(rank, world, init_file, tiny_dir, out):
                 _as_if_killed_after_step_1(out / "runs" / "straight", out / "runs" / "resumed")
             td.barrier()
             extra = ["--run-name", name] + (["--resume"] if name == "resumed" else [])
-            result = core.train(core.parse_args(para_grpo.Args, _argv(tiny_dir, out / "runs", *extra)))
+            result = core.train(config.parse_args(para_grpo.Args, _argv(tiny_dir, out / "runs", *extra)))
             sd = distributed.full_state_dict(result.policy.model)
             if rank == 0:
                 (out / f"history_{name}.json").write_text(json.dumps(result.history))

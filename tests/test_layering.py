@@ -172,7 +172,7 @@ def test_the_sb3_wrapper_changes_only_what_it_says():
 def test_the_trainers_build_the_default_env_but_for_their_own_choices():
     from agents.lmm.corpus import WorldConfig
     from trainers import para_grpo, rollouts
-    from trainers.core import GRPOArgs
+    from trainers.config import GRPOArgs
 
     args = GRPOArgs()
     # GRPOArgs: the tiny model's frames and crops (WorldConfig), no think prefix, its own reward knobs

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainers import core
-from trainers.core import GRPOArgs, TrainSeq
+from trainers import config, core
+from trainers.config import GRPOArgs
+from trainers.core import TrainSeq
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,19 +108,19 @@ def test_bad_reward_terms_are_named(fn, message):
 def test_reward_fn_flag_imports_modules_and_files(tmp_path, capsys):
     file = tmp_path / "my_rewards.py"
     file.write_text("def short(trajectory, info):\n    return -len(trajectory) / 1000\n")
-    fns = core.resolve_reward_fns(f"tests.test_library:length_term, {file}:short")
+    fns = config.resolve_reward_fns(f"tests.test_library:length_term, {file}:short")
     assert fns[0].__name__ == "length_term" and fns[0]("ab", {}) == 0.02 and fns[1]("abcd", {}) == -0.004
-    args = core.parse_args(GRPOArgs, ["--reward-fn", "tests.test_library:length_term",
+    args = config.parse_args(GRPOArgs, ["--reward-fn", "tests.test_library:length_term",
                                       "--reward-fn", f"{file}:short,tests.test_library:two_terms"])
     assert args.reward_fn == f"tests.test_library:length_term,{file}:short,tests.test_library:two_terms"
-    assert core.parse_args(GRPOArgs, []).reward_fn == ""
+    assert config.parse_args(GRPOArgs, []).reward_fn == ""
     for bad, said in (("no_such_module_xyz:f", "cannot import 'no_such_module_xyz' (ModuleNotFoundError"),
                       ("tests.test_library:no_such_fn", "has no function 'no_such_fn'"),
                       ("length_term", "expected module:function"),
                       (f"{tmp_path}/missing.py:f", "cannot import"),
                       ("tests.test_library:SEEN_FACTS", "has no function 'SEEN_FACTS'")):
         with pytest.raises(SystemExit) as exc:
-            core.parse_args(GRPOArgs, ["--reward-fn", bad])
+            config.parse_args(GRPOArgs, ["--reward-fn", bad])
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert said in err and repr(bad.strip()) in err, err
@@ -347,7 +348,7 @@ def test_source_file_trains_and_evaluates_on_its_questions(tiny_dir, tmp_path, q
                                           "--eval-every", "1", "--eval-episodes", "5"))
     assert not (tmp_path / "x").exists()
     with pytest.raises(SystemExit):
-        core.parse_args(GRPOArgs, ["--source", str(tmp_path / "nope.jsonl")])
+        config.parse_args(GRPOArgs, ["--source", str(tmp_path / "nope.jsonl")])
 
 
 def write_video_corrupt_mid_file(path, duration=60.0, fps=1.0, size=(56, 56)):
@@ -422,7 +423,7 @@ def test_no_tools_is_single_turn_with_no_tool_advertised(tiny_dir, tmp_path):
     the tool, each episode is one turn, and no call ever runs."""
     from agents.lmm.default import default_checkpoint
 
-    args = core.parse_args(GRPOArgs, ["--no-tools", "--frame-budget", "4", "--dataset-size", "200",
+    args = config.parse_args(GRPOArgs, ["--no-tools", "--frame-budget", "4", "--dataset-size", "200",
                                       "--think-prefix", "--subagent", "oracle"])
     assert args.max_turns == 1 and not args.tools
     caller = core.load_policy(str(default_checkpoint("strong")), torch.device("cpu"))

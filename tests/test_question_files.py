@@ -150,7 +150,7 @@ def test_videos_outside_the_video_root_are_refused_saying_nothing_of_them(tmp_pa
 
 
 def test_without_a_video_root_the_question_files_folder_confines_the_videos(tmp_path, video_dir):
-    from trainers import core, para_grpo
+    from trainers import config, core, para_grpo
 
     path = tmp_path / "q.jsonl"   # its folder holds no videos: the release row's clips/a.mp4 is elsewhere
     path.write_text(json.dumps(release_row(video=str(video_dir / "videos" / "clips" / "a.mp4"))) + "\n")
@@ -160,10 +160,10 @@ def test_without_a_video_root_the_question_files_folder_confines_the_videos(tmp_
     with pytest.raises(DatasetError, match="lies outside the video root"):
         gym.make("ParaVT-LongVideo-v0", source=str(path))
     assert len(gym.make("ParaVT-LongVideo-v0", source=str(path), allow_videos_outside_root=True).unwrapped.dataset) == 1
-    args = core.parse_args(para_grpo.Args, ["--source", str(path), "--eval-every", "0"])
+    args = config.parse_args(para_grpo.Args, ["--source", str(path), "--eval-every", "0"])
     with pytest.raises(DatasetError, match="lies outside the video root"):
         core.load_question_files(args)
-    args = core.parse_args(para_grpo.Args, ["--source", str(path), "--eval-every", "0", "--allow-videos-outside-root"])
+    args = config.parse_args(para_grpo.Args, ["--source", str(path), "--eval-every", "0", "--allow-videos-outside-root"])
     assert len(core.load_question_files(args)[0]) == 1
 
 

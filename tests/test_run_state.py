@@ -353,7 +353,7 @@ def test_saved_model_folder_has_a_manifest_and_loads(saved_model):
 def test_incomplete_model_folders_are_refused_by_load_and_by_the_trainer(saved_model, tmp_path, damage, expect):
     """load_checkpoint used to return a 1-token tokenizer for a folder without tokenizer files."""
     from agents.lmm.tiny_qwen import load_checkpoint
-    from trainers import core, para_grpo
+    from trainers import config, para_grpo
 
     folder = _copy(saved_model, tmp_path / "model")
     if damage.endswith("_no_manifest"):
@@ -373,7 +373,7 @@ def test_incomplete_model_folders_are_refused_by_load_and_by_the_trainer(saved_m
     with pytest.raises(ValueError, match=re.escape(expect)):
         load_checkpoint(str(folder))
     with pytest.raises(SystemExit) as exc:
-        core.parse_args(para_grpo.Args, ["--model", str(folder)])
+        config.parse_args(para_grpo.Args, ["--model", str(folder)])
     assert exc.value.code == 2
 
 

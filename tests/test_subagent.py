@@ -141,9 +141,9 @@ def test_the_trainer_sub_agent_is_the_env_subagent(policy):
     """The GRPO rollout loop batches every crop of a turn through ``Subagent``: each sub-agent
     conversation it trains on starts with exactly the tokens and pixels ``Subagent(policy)``
     sends for that crop, and its summary is the one ``Subagent(policy)`` gives on its own."""
-    from trainers import core
+    from trainers import config, core
 
-    args = core.GRPOArgs(think_prefix=True, dataset_size=200, max_turns=2, frame_budget=4, max_new_tokens=160,
+    args = config.GRPOArgs(think_prefix=True, dataset_size=200, max_turns=2, frame_budget=4, max_new_tokens=160,
                          subagent="policy", frame_size=56, crop_max_frames=8)
     probe = core.make_env(args, "train")
     needles = [i for i in range(200) if probe.dataset[i].question.family in ("needle", "needle_attribute")][:4]

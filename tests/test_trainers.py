@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainers import core
-from trainers.core import (GRPOArgs, TrainSeq, anchor_loss, compute_advantages, grpo_token_loss, structural_ids, structural_mask)
+from trainers import config, core
+from trainers.config import GRPOArgs
+from trainers.core import (TrainSeq, anchor_loss, compute_advantages, grpo_token_loss, structural_ids, structural_mask)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,6 +145,41 @@ def test_logprob_anchor_touches_structural_positions_only(policy):
     assert all(v.abs().sum() == 0 for v in g0.values())
 
 
+def test_anchor_modes_are_picked_by_name_from_the_registry(policy):
+    """--anchor-mode's choices are trainers.algos.ANCHOR_MODES: a registered mode is a valid flag value whose loss
+    the update adds (and whose reward side the env's RewardConfig follows)."""
+    from trainers import algos
+    from trainers.rollouts import reward_config
+
+    assert list(algos.ANCHOR_MODES) == ["bonus", "logprob"]
+    assert algos.get_anchor_mode("bonus").reward_bonus and algos.get_anchor_mode("bonus").loss is None
+    assert algos.get_anchor_mode("logprob").loss is anchor_loss and not algos.get_anchor_mode("logprob").reward_bonus
+    with pytest.raises(ValueError, match="registered: bonus, logprob"):
+        algos.get_anchor_mode("sideways")
+    with pytest.raises(ValueError, match="already registered"):
+        algos.register_anchor_mode("bonus")
+    assert reward_config(GRPOArgs(anchor_mode="bonus", anchor_lambda=0.5)).anchor_lambda == 0.5
+    assert reward_config(GRPOArgs(anchor_mode="logprob", anchor_lambda=0.5)).anchor_lambda == 0.0
+
+    def twice(logp, smask, lam, n_struct):
+        return 2 * anchor_loss(logp, smask, lam, n_struct)
+
+    algos.register_anchor_mode("twice", loss=twice, help="the log-prob anchor, doubled")
+    try:
+        args = config.parse_args(GRPOArgs, ["--anchor-mode", "twice", "--anchor-lambda", "0.5", "--kl-coef", "0",
+                                            "--max-grad-norm", "1e9"])
+        assert args.anchor_mode == "twice" and reward_config(args).anchor_lambda == 0.0
+        conv = _episode_conv(policy)
+        g2 = _grads(policy, [TrainSeq(conv, 0.0, "main")], args)
+        g1 = _grads(policy, [TrainSeq(conv, 0.0, "main")], replace(args, anchor_mode="logprob"))
+        for k in g1:
+            torch.testing.assert_close(g2[k], 2 * g1[k])
+    finally:
+        del algos.ANCHOR_MODES["twice"]
+    with pytest.raises(SystemExit):
+        config.parse_args(GRPOArgs, ["--anchor-mode", "twice"])
+
+
 def test_token_capped_chunks_change_the_speed_not_the_update(policy):
     """--micro-batch-tokens only regroups sequences: one padded chunk and one sequence per chunk give
     the same gradients, and every chunk respects both caps."""
@@ -214,9 +250,9 @@ def test_evaluation_plays_episodes_from_eval_first_episode(caller):
         info = want.reset(seed=10_000 + s.record["episode_index"], options={"episode_index": s.record["episode_index"]})[1]
         assert s.record["question_id"] == str(info["question_id"])
     with pytest.raises(ValueError, match="--eval-first-episode"):
-        core.validate_args(replace(args, eval_first_episode=-1))
+        config.validate_args(replace(args, eval_first_episode=-1))
     with pytest.raises(ValueError, match="--dataset-size"):  # episodes 199..201 of a 200-episode split
-        core.validate_args(replace(args, eval_first_episode=199))
+        config.validate_args(replace(args, eval_first_episode=199))
 
 
 def test_eval_subagent_temperature_sets_how_the_summaries_are_decoded(caller):
@@ -420,11 +456,11 @@ def test_bad_arguments_stop_early(tmp_path, capsys):
                 ["--group-size", "1"], ["--subagent-frames-per-pass", "-1"], ["--subagent-frames-per-pass", "two"],
                 ["--micro-batch-tokens", "-1"], ["--micro-batch-size", "0"]):
         with pytest.raises(SystemExit) as exc:
-            core.parse_args(para_grpo.Args, bad)
+            config.parse_args(para_grpo.Args, bad)
         assert exc.value.code == 2, bad
         assert "error" in capsys.readouterr().err
     from trainers.rollouts import subagent_passes
-    assert [subagent_passes(core.parse_args(para_grpo.Args, ["--subagent-frames-per-pass", v])) for v in
+    assert [subagent_passes(config.parse_args(para_grpo.Args, ["--subagent-frames-per-pass", v])) for v in
             ("auto", "0", "2")] == ["auto", None, 2]
     p = subprocess.run([sys.executable, "trainers/para_grpo.py", "--help"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
@@ -509,11 +545,11 @@ def test_sweep_spread_statistics():
 
 
 def test_gating_budgets_flag_reaches_the_env_and_is_validated():
-    args = core.parse_args(GRPOArgs, ["--nframes-gating", "--gating-budgets", "4,8"])
+    args = config.parse_args(GRPOArgs, ["--nframes-gating", "--gating-budgets", "4,8"])
     env = core.make_env(args, "train")
     assert env.budgets == (4, 8) and env.nframes_gating
     with pytest.raises(SystemExit):
-        core.parse_args(GRPOArgs, ["--gating-budgets", "4,7"])
+        config.parse_args(GRPOArgs, ["--gating-budgets", "4,7"])
 
 
 def _advantages_worker(rank, world, init_file, rewards, groups, out_dir):

@@ -211,7 +211,8 @@ def test_bad_settings_raise_clear_errors(policies):
 
 
 def test_trainer_rollout_backend_vllm_syncs_after_each_update(tmp_path):
-    from trainers.core import parse_args, train
+    from trainers.config import parse_args
+    from trainers.core import train
     from trainers.para_grpo import Args
 
     args = parse_args(Args, ["--rollout-backend", "vllm", "--total-steps", "2", "--prompts-per-step", "1",

@@ -8,11 +8,14 @@ loop (trainers/core.py) feeds them.
     k3_kl                the k3 estimator of KL(pi || ref) per token
     structural_mask      generated positions that hold a grammar tag (the log-prob anchor's support)
     anchor_loss          the paper's selective anchor: -lambda * mean log pi over those positions
+    ANCHOR_MODES         the exploration-anchor modes by name (--anchor-mode): register_anchor_mode adds
+                         one, get_anchor_mode looks one up; the CLI's choices are this registry's names
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -90,3 +93,51 @@ def anchor_loss(logp: torch.Tensor, smask: torch.Tensor, lam: float, n_struct: f
     """The paper's selective anchor as a loss: -lambda * (sum of log pi over structural positions) / n_struct,
     i.e. +lambda * mean structural log-prob added to the objective."""
     return -lam * (logp * smask).sum() / max(float(n_struct), 1.0)
+
+
+# ------------------------------------------------------------------ exploration-anchor modes, by name
+@dataclass(frozen=True)
+class AnchorMode:
+    """What --anchor-lambda (lambda) weights under one --anchor-mode.
+
+    reward_bonus  True: lambda and --penalty-gamma weight the reward's sequence-level format bonus
+                  (paravt_env.rewards.RewardConfig); False: the reward carries no anchor terms
+    loss          loss(logp, structural_mask, lam, n_struct) -> one sequence's anchor term, added to the
+                  GRPO loss when lambda is not 0 (the signature of `anchor_loss`); None: nothing in the loss
+    help          what the mode is, for --help
+    """
+
+    name: str
+    reward_bonus: bool = False
+    loss: Callable[..., torch.Tensor] | None = None
+    help: str = ""
+
+
+ANCHOR_MODES: dict[str, AnchorMode] = {}
+
+
+def register_anchor_mode(name: str, *, reward_bonus: bool = False, loss: Callable | None = None,
+                         help: str = "") -> AnchorMode:
+    """Add an anchor mode under `name` (then a valid --anchor-mode); a name is registered once."""
+    if name in ANCHOR_MODES:
+        raise ValueError(f"anchor mode {name!r} is already registered")
+    ANCHOR_MODES[name] = mode = AnchorMode(name, reward_bonus, loss, help)
+    return mode
+
+
+def get_anchor_mode(name: str) -> AnchorMode:
+    """The anchor mode registered as `name`; a ValueError lists the registered ones."""
+    try:
+        return ANCHOR_MODES[name]
+    except KeyError:
+        raise ValueError(f"unknown anchor mode {name!r}; registered: {', '.join(ANCHOR_MODES)}") from None
+
+
+def anchor_modes_help() -> str:
+    """Every registered mode with its help, for --anchor-mode's help text."""
+    return "; ".join(f"{m.name}: {m.help}" for m in ANCHOR_MODES.values())
+
+
+register_anchor_mode("bonus", reward_bonus=True, help="the released sequence-level format bonus (reward)")
+register_anchor_mode("logprob", loss=anchor_loss, help="the paper's formula, +lambda * mean log pi over structural "
+                                                       "tokens as a loss term")

@@ -1,23 +1,26 @@
 """The run loop of the GRPO-family trainers (para_grpo.py, grpo.py, sequential_tool.py).
 
-    GRPOArgs, parse_args   every knob with its help text; a dataclass -> argparse helper
     setup                  devices, processes (torchrun: DDP), the policy and its frozen reference
-    grpo_update            log-probs of the rollouts' tokens, PPO-clip + KL (+ log-prob anchor) loss,
+    grpo_update            log-probs of the rollouts' tokens, PPO-clip + KL (+ the anchor mode's) loss,
                            backward, clip, step
     evaluate               validation episodes with and without the tool
     train(args, ...)       rollouts -> advantages -> update -> log / eval / checkpoint; returns
                            TrainResult(policy, history, run_dir); callbacks see every step and eval
+    the run loop           _train: _build once, then _train_step per step (_collect, _update,
+                           _step_metrics, _evaluate, _log_step, _checkpoint_if_due), then _finish
 
-The rest has its own home: the pure maths in trainers/algos.py, rollout collection and episode
-metrics in trainers/rollouts.py, run folders, locks, checkpoints and resume in trainers/run_state.py.
+The rest has its own home: the knobs (GRPOArgs, parse_args, validate_args) in trainers/config.py, the
+pure maths and the anchor-mode registry in trainers/algos.py, rollout collection and episode metrics
+in trainers/rollouts.py, run folders, locks, checkpoints and resume in trainers/run_state.py; the
+console scripts (paravt-train, ...) in trainers/cli.py.
 The scripts differ only in their defaults (PARA-GRPO on, vanilla GRPO off, sequential dispatch).
 Reward: the environment's ``paravt_env.rewards.score`` with a ``RewardConfig`` built from the knobs,
 plus any extra terms from ``--reward-fn`` / ``train(reward_fns=...)`` (``paravt_env.reward_terms``).
 
 As a library:
 
-    from trainers.core import GRPOArgs, train
-    from trainers.para_grpo import Args            # PARA-GRPO's defaults (or GRPOArgs: vanilla)
+    from trainers.core import train
+    from trainers.para_grpo import Args            # PARA-GRPO's defaults (or trainers.config.GRPOArgs: vanilla)
 
     def brevity(trajectory, info):                 # an extra reward term
         return -0.001 * len(trajectory)
@@ -32,7 +35,6 @@ As a library:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import math
@@ -48,342 +50,19 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from agents.lmm.corpus import WorldConfig
-from agents.lmm.graph_decode import DECODE_ATTENTION, FUSABLE
-from paravt_env.config import DEFAULTS as ENV_DEFAULTS
-from paravt_env.config import GATING_BUDGETS
 from trainers import distributed, run_state
-from trainers.algos import (NORM_MODES, anchor_loss, compute_advantages, grpo_token_loss,  # noqa: F401
+from trainers.algos import (anchor_loss, compute_advantages, get_anchor_mode, grpo_token_loss,  # noqa: F401
                             structural_mask)
+from trainers.config import fused_kinds, parse_args, resolve_reward_fns, validate_args
 from trainers.rollouts import (BadVideos, Rollout, Timer, collect_rollouts, derive_seed, episode_record,  # noqa: F401
                                episode_stats, make_env, reward_config, subagent_passes)
 from trainers.run_state import RunStateError
 
-ANCHOR_MODES = ("bonus", "logprob")
-LR_SCHEDULES = ("constant", "linear", "cosine")
 # Grammar tags whose positions the log-prob anchor touches (tool responses are never generated).
 STRUCTURAL_TAGS = ("<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>",
                    "<tool_code>", "</tool_code>")
 # Tokens the policy may never emit: a sampled <|image_pad|> has no image behind it.
 FORBIDDEN_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
-
-
-# ============================================================================================
-# arguments
-# ============================================================================================
-def arg(default, help: str, choices: Sequence | None = None, repeat: bool = False):
-    """A dataclass field carrying its --help text (and choices; `repeat`: the flag may be given several
-    times, the values joined with commas)."""
-    return field(default=default, metadata={"help": help, "choices": choices, "repeat": repeat})
-
-
-@dataclass
-class GRPOArgs:
-    # run
-    exp_name: str = arg("grpo", "experiment name; the run lands in runs/<run name>/")
-    run_name: str = arg("", "run name (default <exp_name>__s<seed>, a time suffix is added if that folder exists and "
-                            "--resume is off)")
-    runs_dir: str = arg("runs", "root folder of TensorBoard runs and checkpoints")
-    seed: int = arg(1, "seed of prompts, sampling and the optimizer; same seed -> same run")
-    model: str = arg("", "local checkpoint directory (tiny or any Qwen-VL style); default: "
-                         "agents.lmm.default.default_checkpoint(--prior)")
-    prior: str = arg("strong", "tool prior of the default checkpoint (when --model is empty)", ("strong", "weak"))
-    device: str = arg("auto", "auto (cuda when available) | cpu | cuda | cuda:N")
-    dtype: str = arg("fp32", "compute precision: fp32, or bf16 (weights and optimizer stay fp32; rollouts, "
-                             "log-prob and reference forwards run under bf16 autocast, on CUDA or CPU)", ("fp32", "bf16"))
-    gradient_checkpointing: bool = arg(False, "recompute the language model's activations in the backward pass "
-                                              "(less memory, more time; same gradients)")
-    torch_threads: int = arg(1, "CPU threads for torch per process (1 is fastest for the tiny model's small ops)")
-    rollout_backend: str = arg("hf", "who samples the rollouts: hf (Hugging Face generate on the trained model), "
-                                     "hf-static (the same with a static KV cache: compiled decoding on a GPU), "
-                                     "hf-graph (a static KV cache and the decode step replayed as a CUDA graph on a "
-                                     "GPU, agents/lmm/graph_decode.py), hf-graph-compiled (the same around the "
-                                     "torch.compile'd decode step: fastest after ~20 s of compiling; see "
-                                     "benchmarks/speed_generation_scale.py) or "
-                                     "vllm (a vLLM engine in the same process, weights synced after every update; "
-                                     "single process only; see agents/lmm/vllm_policy.py)", ("hf", "hf-static", "hf-graph", "hf-graph-compiled", "vllm"))
-    decode_attention: str = arg("sdpa", "with --rollout-backend hf-graph*: the decode step's attention kernel; triton "
-                                        "(agents/lmm/cascade_kernel.py, needs CUDA and triton) reads each group's shared "
-                                        "prompt once for its G rollouts", DECODE_ATTENTION)
-    fuse_projections: str = arg("", "with --rollout-backend hf-graph*: comma list of attention (one query/key/value "
-                                    "product per layer) and mlp (one gate/up product) computed as one during decode "
-                                    "steps, from a kept copy of those weights (at 7B bf16: 0.9 / 7.6 GB)")
-    fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
-                            "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
-                            "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
-                            "whole model (see trainers/distributed.py)")
-    # schedule
-    total_steps: int = arg(40, "GRPO steps")
-    prompts_per_step: int = arg(2, "prompts per step per process (paper: 7)")
-    group_size: int = arg(8, "G, rollouts per prompt, all from one env state (paper: 8)")
-    # sampling
-    temperature: float = arg(0.7, "training sampling temperature (paper: 0.7)")
-    eval_temperature: float = arg(0.6, "evaluation temperature (paper: 0.6); 0 = greedy")
-    eval_subagent_temperature: float = arg(-1.0, "temperature of the sub-agents' summaries in evaluation; "
-                                                 "negative: --eval-temperature, as the main agent (0 = greedy)")
-    top_p: float = arg(1.0, "nucleus sampling")
-    max_new_tokens: int = arg(192, "new tokens per main-agent turn (paper: 2048); 192 holds the shipped strong "
-                                   "model's widest turn, a think line and five crop calls (about 170 tokens)")
-    subagent_max_new_tokens: int = arg(32, "new tokens per sub-agent answer (paper cuts tool responses at 512)")
-    subagent_frames_per_pass: str = arg("auto", "the policy's sub-agent looks at a crop in parts of at most this "
-                                                "many frames and merges their captions (agents.lmm.Subagent); 0: one "
-                                                "pass over the whole crop, as the paper's sub-agent; auto: 4 for this "
-                                                "project's tiny builds, one pass for any other model")
-    # data and environment
-    source: str = arg("", "JSONL / parquet question file to train on (see the README's question-file format, "
-                          "release rows too); default: the synthetic world's train split")
-    eval_source: str = arg("", "question file to evaluate on; default: --source's file (its first "
-                               "--eval-episodes questions), else the synthetic validation split")
-    video_root: str = arg("", "folder that relative video paths of --source / --eval-source resolve against "
-                              "(default: each question file's folder)")
-    strict: bool = arg(False, "a question row whose video file is missing stops the run (default: such rows are "
-                              "skipped with one warning)")
-    max_bad_video_fraction: float = arg(0.05, "an episode whose video does not decode (damaged mid-file, a folder "
-                                              "or FIFO in its place) is skipped, counted in TensorBoard "
-                                              "(data/videos_skipped) and its video named once; more than this "
-                                              "share of the draws so far (counted as at least 100) failing stops "
-                                              "the run")
-    allow_videos_outside_root: bool = arg(False, "read videos anywhere on disk: by default every video path of a "
-                                                  "question file (relative, file://, absolute, symlinked) must "
-                                                  "resolve inside --video-root (default: the question file's "
-                                                  "folder), and a row pointing elsewhere stops the run naming its "
-                                                  "file and line")
-    dispatch: str = arg(ENV_DEFAULTS.dispatch, "parallel: several crops per turn go to sub-agents; sequential: one "
-                                               "per turn", ("parallel", "sequential"))
-    max_turns: int = arg(ENV_DEFAULTS.max_turns, "assistant turns per episode (paper: 3)")
-    max_calls_per_turn: int = arg(ENV_DEFAULTS.max_calls_per_turn, "parallel crop calls per turn (paper: 5)")
-    frame_budget: int = arg(ENV_DEFAULTS.frame_budget, "K overview frames when nFrames gating is off", GATING_BUDGETS)
-    frame_size: int = arg(WorldConfig.frame_size[0], "frame height = width in pixels (56 = 4 visual tokens per frame, "
-                                                     "what the tiny model was pretrained on; 28 gives 1 token, too few "
-                                                     "to see objects)")
-    crop_max_frames: int = arg(WorldConfig.crop_max_frames, "frames per crop (1 fps)")
-    tools: bool = arg(ENV_DEFAULTS.tools, "advertise the crop tool; --no-tools is plain single-turn GRPO on the "
-                                          "overview frames alone: no tool in the prompt and one turn per episode "
-                                          "(--max-turns becomes 1; a call written anyway is never run)")
-    world_seed: int = arg(ENV_DEFAULTS.world_seed, "synthetic world seed")
-    dataset_size: int = arg(ENV_DEFAULTS.dataset_size, "episodes per split")
-    # PARA-GRPO knobs
-    nframes_gating: bool = arg(ENV_DEFAULTS.nframes_gating, "per prompt K ~ Uniform(--gating-budgets), a function of "
-                                                            "the prompt's reset seed")
-    gating_budgets: str = arg(",".join(map(str, GATING_BUDGETS)), "comma list of K values nFrames gating draws from, "
-                              "a subset of 4,8,16,32,64 (the paper draws from all five; so were the shipped cold "
-                              "starts trained)")
-    think_prefix: bool = arg(False, "prefill '<think>\\n' at the start of every assistant turn")
-    answer_suffix: bool = arg(False, "answer-suffix format weights (0.2/0.3/0.2) instead of default (0.3/0.2/0.1)")
-    anchor_lambda: float = arg(0.0, "lambda_anchor: weight of the exploration anchor (0 = off)")
-    anchor_mode: str = arg("bonus", "bonus: the released sequence-level format bonus (reward); logprob: the paper's "
-                                    "formula, +lambda * mean log pi over structural tokens as a loss term", ANCHOR_MODES)
-    penalty_gamma: float = arg(0.0, "penalty for a <think> never closed (scaled by lambda; bonus mode only)")
-    tool_reward: bool = arg(True, "R_tool term of the reward (the released code adds it in every configuration, "
-                                  "vanilla GRPO included; --no-tool-reward is the 'minus R_tool' ablation)")
-    format_weight: float = arg(1.0, "w_fmt")
-    scoring: str = arg(ENV_DEFAULTS.scoring, "what the reward reads: trajectory (the whole multi-turn trajectory, "
-                                             "prefix and tool responses included) or generated (the released code's "
-                                             "reading, to measure its defects: the agent's own tokens only, so no "
-                                             "prefilled <think> and no tool response)", ("trajectory", "generated"))
-    reward_fn: str = arg("", "extra reward terms: module:function or path/to/file.py:function (repeat the flag or "
-                             "give a comma list); f(trajectory, info) returns a number or a dict of named numbers, "
-                             "added to the reward before advantages and logged as train/reward_components/<name> "
-                             "(see paravt_env/reward_terms.py)", repeat=True)
-    # GRPO
-    learning_rate: float = arg(1e-4, "AdamW peak learning rate (paper: 2e-6 for an 8B model; the tiny model takes "
-                                     "more); 0 skips the update: the steps then measure the starting policy")
-    lr_warmup_steps: int = arg(0, "steps of linear warm-up: step s <= N uses s/N of the learning rate")
-    lr_schedule: str = arg("constant", "after warm-up: constant (the paper), linear or cosine decay towards 0 over "
-                                       "the remaining steps (the last step keeps a small positive rate)",
-                           LR_SCHEDULES)
-    weight_decay: float = arg(0.01, "AdamW weight decay (paper: 0.01)")
-    max_grad_norm: float = arg(1.0, "gradient clipping (paper: 1.0)")
-    clip_eps: float = arg(0.2, "PPO clip epsilon (paper: 0.2)")
-    kl_coef: float = arg(0.01, "k3 KL to the frozen reference (paper: 0.01); 0 skips the reference model")
-    reward_scale: float = arg(1.0, "r' = scale * r + bias before normalisation (paper: 10; a no-op with std "
-                                   "normalisation, matters for --group-norm mean)")
-    reward_bias: float = arg(0.0, "see --reward-scale (paper: -0.2)")
-    group_norm: str = arg("std", "per-group advantage: std = (r - mean)/std, mean = r - mean (Dr.GRPO), none",
-                          NORM_MODES)
-    batch_norm: str = arg("std", "then over the whole batch: std, mean, or none (Dr.GRPO: mean or none)", NORM_MODES)
-    update_epochs: int = arg(1, "optimizer steps over each batch of rollouts. With 1 (the paper's recipe: one "
-                                "update per batch) the policy being updated is the one that sampled, so the PPO ratio "
-                                "is 1 up to numerics and train/clip_fraction stays ~0; from the 2nd pass the ratio "
-                                "moves and train/clip_fraction (then the mean over passes 2..N) measures the clip")
-    micro_batch_size: int = arg(16, "sequences per forward/backward chunk")
-    micro_batch_tokens: int = arg(0, "at most this many rows x longest row per chunk (a longer sequence goes alone); "
-                                     "0 = auto: 2048 on a CPU, no cap on a GPU. Why: on a CPU, attention over a "
-                                     "padded batch takes its slow masked path; a 16-rollout chunk of 340-1483 tokens "
-                                     "took 4.4x as long as its rows one at a time")
-    freeze_vision: bool = arg(True, "freeze the vision tower (RL adapts the language model; no backward through "
-                                    "the image encoder, the bulk of CPU step time)")
-    subagent: str = arg("policy", "who summarises each crop: policy (the model itself, as in the paper) or oracle "
-                        "(the world's truthful caption of the crop's frames: for models too small to see needles)",
-                        choices=("policy", "oracle"))
-    train_subagents: bool = arg(True, "sub-agent turns share the episode reward and are trained (the released code "
-                                      "leaves them out of the loss by default; the paper trains them)")
-    # logging / eval / checkpoints
-    eval_every: int = arg(10, "evaluate on the validation split every N steps (and before/after training); 0 = "
-                              "never (no evaluation environments are built)")
-    eval_episodes: int = arg(24, "validation episodes per evaluation (split across processes)")
-    eval_first_episode: int = arg(0, "index of the first evaluation episode: episodes F..F+N-1 are evaluated (a "
-                                     "sweep can choose its settings on episodes the reported evaluation never sees)")
-    eval_without_tools: bool = arg(False, "also evaluate every time with no tool advertised (eval/no_tools/*: "
-                                          "accuracy without the sub-agent, the paper's 'w/o sub' columns)")
-    eval_samples: int = arg(4, "finished evaluation rollouts kept per evaluation for people to read: "
-                               "RUN_DIR/samples/step_N/ (python -m trainers.view RUN_DIR) and TensorBoard eval_samples/*; "
-                               "0 = none")
-    checkpoint_every: int = arg(10, "save model + optimizer + RNG every N steps and at the end (--resume needs "
-                                    "them); 0 = none (final_model is still written)")
-    resume: bool = arg(False, "continue runs/<run name>/ from its latest checkpoint")
-    progress: bool = arg(True, "progress bar (with evaluation notices) and a closing summary")
-
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Each flag's default after its help, unless the help already says it or there is none to show."""
-
-    def _get_help_string(self, action):
-        if action.default in (None, "") or "default" in (action.help or "").lower():
-            return action.help
-        return super()._get_help_string(action)
-
-
-def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
-    """Build an argparse parser from a dataclass (help texts from the field metadata, looked up
-    through the base classes so a script can override a default with a plain annotation)."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=_HelpFormatter)
-    meta = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            for f in dataclasses.fields(klass):
-                if f.metadata:
-                    meta[f.name] = f.metadata
-    for f in dataclasses.fields(cls):
-        m = meta.get(f.name, {})
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default
-        kw: dict[str, Any] = dict(default=default, help=m.get("help", ""))
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
-            continue
-        if m.get("repeat"):
-            parser.add_argument(flag, action="append", type=type(default), metavar=f.name.upper(),
-                                default=argparse.SUPPRESS, help=kw["help"] + " (default: none)")
-            continue
-        if m.get("choices"):
-            kw["choices"] = list(m["choices"])
-        parser.add_argument(flag, type=type(default), **kw)
-    values = vars(parser.parse_args(argv))
-    for f in dataclasses.fields(cls):
-        if meta.get(f.name, {}).get("repeat"):
-            given = values.get(f.name)
-            values[f.name] = ",".join(given) if given is not None else f.default
-    args = cls(**values)
-    try:
-        validate_args(args)
-    except RunStateError as exc:  # a path problem: one line, not the whole usage
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    except ValueError as exc:
-        parser.error(str(exc))
-    return args
-
-
-def validate_args(args) -> None:
-    """Stop before any work on settings that cannot run."""
-    run_state.check_name("--exp-name", args.exp_name)
-    if args.run_name:
-        run_state.check_name("--run-name", args.run_name)
-    problem = run_state.model_dir_problem(args.model) if args.model else None
-    if problem:
-        raise RunStateError(f"--model {args.model}: {problem}")
-    if args.group_size < 2:
-        raise ValueError("--group-size must be >= 2 (GRPO compares rollouts within a group)")
-    for name in ("total_steps", "prompts_per_step", "max_new_tokens", "subagent_max_new_tokens", "max_turns",
-                 "max_calls_per_turn", "frame_size", "crop_max_frames", "micro_batch_size", "update_epochs"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-    if args.eval_samples < 0:
-        raise ValueError("--eval-samples must be >= 0")
-    subagent_passes(args)  # a bad --subagent-frames-per-pass is refused here, before anything loads
-    if not args.learning_rate >= 0:
-        raise ValueError("--learning-rate must be >= 0 (0 measures the starting policy without updating it)")
-    if args.temperature <= 0:
-        raise ValueError("--temperature must be > 0 (GRPO samples)")
-    try:
-        budgets = [int(k) for k in str(args.gating_budgets).split(",") if k.strip()]
-    except ValueError:
-        budgets = []
-    if not budgets or any(k not in GATING_BUDGETS for k in budgets):
-        raise ValueError(f"--gating-budgets must be a comma list from {GATING_BUDGETS}, got {args.gating_budgets!r}")
-    unknown = set(fused_kinds(args)) - set(FUSABLE)
-    if unknown:
-        raise ValueError(f"--fuse-projections: comma list of {', '.join(FUSABLE)}, got {args.fuse_projections!r}")
-    if (args.decode_attention != "sdpa" or fused_kinds(args)) and not args.rollout_backend.startswith("hf-graph"):
-        raise ValueError("--decode-attention and --fuse-projections choose what a graph sampler's decode step runs: "
-                         f"use --rollout-backend hf-graph or hf-graph-compiled, not {args.rollout_backend}")
-    for name in ("lr_warmup_steps", "eval_every", "eval_first_episode", "checkpoint_every", "micro_batch_tokens"):
-        if getattr(args, name) < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
-    if args.eval_every and not (args.eval_source or args.source) and \
-            args.eval_first_episode + args.eval_episodes > args.dataset_size:
-        raise ValueError(f"--eval-first-episode {args.eval_first_episode} + --eval-episodes {args.eval_episodes} is "
-                         f"more than the {args.dataset_size} episodes of the validation split (--dataset-size)")
-    for name, allowed in (("dtype", ("fp32", "bf16")), ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
-        if getattr(args, name) not in allowed:
-            raise ValueError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {getattr(args, name)!r}")
-    for name in ("source", "eval_source"):
-        path = getattr(args, name)
-        if path and not os.path.isfile(path):
-            raise ValueError(f"--{name.replace('_', '-')} {path}: no such file (a JSONL or parquet question file)")
-    if not 0.0 <= args.max_bad_video_fraction <= 1.0:
-        raise ValueError(f"--max-bad-video-fraction must be in [0, 1], got {args.max_bad_video_fraction}")
-    if args.video_root and not os.path.isdir(args.video_root):
-        raise ValueError(f"--video-root {args.video_root}: no such folder")
-    resolve_reward_fns(args.reward_fn)  # an entry that does not import stops here, named
-    if args.dispatch == "sequential" and args.max_calls_per_turn != 1:
-        args.max_calls_per_turn = 1  # the env enforces it anyway; keep the prompt honest
-    if not args.tools:
-        args.max_turns = 1  # nothing is advertised, so a second turn could only bring an error message
-
-
-def resolve_reward_fns(spec: str) -> list[Callable]:
-    """--reward-fn's entries (comma separated; module:function or path/to/file.py:function, a module
-    importable from the current folder too) as functions; a ValueError names the entry that fails."""
-    fns = []
-    for entry in (e.strip() for e in str(spec or "").split(",")):
-        if not entry:
-            continue
-        where, _, attr = entry.rpartition(":")
-        if not where or not attr:
-            raise ValueError(f"--reward-fn {entry!r}: expected module:function or path/to/file.py:function")
-        try:
-            module = _import_module_or_file(where)
-        except Exception as exc:  # whatever importing the user's module raised, named with the entry
-            raise ValueError(f"--reward-fn {entry!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
-        fn = module
-        for part in attr.split("."):
-            fn = getattr(fn, part, None)
-        if not callable(fn):
-            raise ValueError(f"--reward-fn {entry!r}: {where!r} has no function {attr!r}")
-        fns.append(fn)
-    return fns
-
-
-def _import_module_or_file(where: str):
-    import hashlib
-    import importlib
-    import importlib.util
-
-    if where.endswith(".py"):
-        path = Path(where).resolve()
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file {where}")
-        name = f"paravt_reward_fn_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules[name] = module
-        return sys.modules[name]
-    if os.getcwd() not in sys.path:  # `python trainers/x.py` does not put the current folder on the path
-        sys.path.append(os.getcwd())
-    return importlib.import_module(where)
 
 
 def lr_at(step: int, args) -> float:
@@ -463,10 +142,6 @@ def resolve_model(args) -> str:
     except ImportError as exc:
         raise SystemExit(f"no --model given and agents.lmm.default is unavailable ({exc}); pass --model PATH")
     return str(default_checkpoint(prior=args.prior))
-
-
-def fused_kinds(args) -> tuple[str, ...]:
-    return tuple(k.strip() for k in args.fuse_projections.split(",") if k.strip())
 
 
 def load_policy(path: str, device: torch.device, generation_cache: str = "dynamic", decode_attention: str = "sdpa",
@@ -590,13 +265,13 @@ def _chunks(seqs: list[TrainSeq], size: int, max_padded_tokens: int | None = Non
 def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[TrainSeq], args, dist: Dist,
                 struct_ids: Sequence[int] = ()) -> dict[str, float]:
     """One GRPO update on `seqs`: token-mean of the PPO-clip + KL loss over every generated token of
-    every sequence (all processes together), minus lambda * mean structural log-prob when
-    --anchor-mode logprob. Gradients are all-reduced by DDP when it wraps the model."""
+    every sequence (all processes together), plus the anchor mode's loss term when it has one (--anchor-mode
+    logprob: minus lambda * mean structural log-prob). Gradients are all-reduced by DDP when it wraps the model."""
     device = policy.device
     fwd = ddp_model if ddp_model is not None else model
     n_tokens = sum(sum(s.conv.generated_mask) for s in seqs)
     n_struct = sum(sum(structural_mask(s.conv.token_ids, s.conv.generated_mask, struct_ids)) for s in seqs)
-    anchor = args.anchor_mode == "logprob" and args.anchor_lambda != 0
+    anchor = get_anchor_mode(args.anchor_mode).loss if args.anchor_lambda != 0 else None  # trainers/algos.py
     counts = torch.tensor([n_tokens, n_struct], dtype=torch.float64, device=device)
     if dist.world > 1:
         torch.distributed.all_reduce(counts)
@@ -635,10 +310,10 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
                     tok_loss, st = grpo_token_loss(lp, old, ref, adv, mask, clip_eps=args.clip_eps,
                                                    kl_coef=args.kl_coef)
                     total = total + tok_loss.sum() / g_tokens
-                    if anchor:
+                    if anchor is not None:
                         smask = torch.tensor(structural_mask(s.conv.token_ids, s.conv.generated_mask, struct_ids),
                                              dtype=torch.float32, device=device)
-                        total = total + anchor_loss(lp, smask, args.anchor_lambda, g_struct)
+                        total = total + anchor(lp, smask, args.anchor_lambda, g_struct)
                     if not dummy and epoch == 0:
                         sums["kl"] += float((st["kl"] * mask).sum())
                         sums["clipped"] += float((st["clipped"] * mask).sum())
@@ -921,15 +596,89 @@ def open_distributed_run(args, dist: Dist) -> run_state.Run:
     return run
 
 
+# --------------------------------------------------------------------------------------------
+# the run loop in parts: _build (models, resume, writer, environments); per step _collect (rollouts),
+# _update (advantages, the GRPO update), _step_metrics, _evaluate, _log_step, _checkpoint_if_due; _finish
+# --------------------------------------------------------------------------------------------
+@dataclass
+class _Loop:
+    """What the parts of the run loop share, built once by `_build`."""
+
+    args: Any
+    dist: Dist
+    device: torch.device
+    run_dir: Path
+    model_path: str
+    policy: Any                 # samples rollouts: the TransformersPolicy, or the VLLMPolicy around its model
+    model: Any                  # the trained module (the TransformersPolicy's model)
+    ref_model: Any              # the frozen reference; None with --kl-coef 0
+    optimizer: Any
+    callbacks: list
+    start_step: int = 0
+    history: list = field(default_factory=list)      # the whole run's records, a resumed run's earlier ones included
+    new_history: list = field(default_factory=list)  # the records this call adds (TrainResult.history)
+    ddp_model: Any = None
+    struct_ids: list = field(default_factory=list)
+    writer: Any = None          # TensorBoard, rank 0 only
+    train_envs: list = field(default_factory=list)
+    eval_envs: list = field(default_factory=list)
+    no_tool_envs: list = field(default_factory=list)
+    bar: Any = None
+
+    def whole_model(self):
+        """Rollouts and evaluation sample on the whole model: under --fsdp its shards are gathered."""
+        return distributed.full_weights(self.model) if self.args.fsdp else contextlib.nullcontext()
+
+
 def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list, reward_fns: list,
            data: tuple) -> TrainResult:
-    import copy
+    """Evaluate the starting policy, then step until --total-steps or a callback's stop; then final_model."""
+    t_start = time.perf_counter()
+    loop = _build(args, dist, device, run, cbs, reward_fns, data)
+    stop = _evaluate_start(loop)
+    step = loop.start_step
+    bad_videos = BadVideos(args.max_bad_video_fraction)
+    for step0 in range(loop.start_step, loop.start_step if stop else args.total_steps):
+        step = step0 + 1
+        stop = _train_step(loop, step, bad_videos)
+        loop.bar.update(1)
+        if stop:
+            loop.bar.set_postfix_str(f"stopped by a callback after step {step}")
+            break
+    loop.bar.close()
+    _finish(loop, step, t_start)
+    return TrainResult(loop.policy, loop.new_history, loop.run_dir)
 
-    from torch.utils.tensorboard import SummaryWriter
+
+def _build(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list, reward_fns: list,
+           data: tuple) -> _Loop:
+    """Models and optimizer (from the run's checkpoint when it has one), TensorBoard, environments, progress bar."""
     from tqdm import tqdm
 
-    t_start = time.perf_counter()
-    run_dir = run.dir
+    model_path, policy, ref_model, optimizer = _load_models(args, dist, device)
+    loop = _Loop(args, dist, device, run.dir, model_path, policy, policy.model, ref_model, optimizer, cbs)
+    if run.checkpoint is not None:
+        loop.start_step, loop.history = _resume(loop, run)
+    if args.rollout_backend == "vllm":  # built after a resume loaded the weights: it starts from them
+        loop.policy = vllm_policy(policy, model_path, args, dist)
+    if dist.world > 1 and not args.fsdp:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        loop.ddp_model = DDP(loop.model, device_ids=[device.index] if device.type == "cuda" else None)
+    loop.struct_ids = structural_ids(loop.policy.tokenizer)
+    if dist.main:
+        loop.writer = _open_writer(loop)
+    _make_envs(loop, reward_fns, data)
+    loop.bar = tqdm(initial=loop.start_step, total=args.total_steps, disable=not (args.progress and dist.main),
+                    desc=args.exp_name, dynamic_ncols=True)
+    return loop
+
+
+def _load_models(args, dist: Dist, device: torch.device):
+    """(model path, policy, frozen reference or None, optimizer): the policy prepared for training, sharded
+    under --fsdp before the optimizer exists (so its state is sharded too)."""
+    import copy
+
     if dist.world > 1 and not dist.main:
         torch.distributed.barrier()  # rank 0 builds the default checkpoint first (if needed)
     model_path = resolve_model(args)
@@ -950,64 +699,69 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         if ref_model is not None:
             distributed.shard(ref_model, args)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
-    start_step, history = 0, []
-    if run.checkpoint is not None:
-        ck = run.load_state()
-        if bool(ck.get("sharded")) != bool(args.fsdp):
-            raise RunStateError(f"{run.checkpoint} was saved {'with' if ck.get('sharded') else 'without'} --fsdp; "
-                                f"resume it {'with' if ck.get('sharded') else 'without'} --fsdp")
-        try:
-            if args.fsdp:
-                rng = distributed.load_checkpoint(ck, run.checkpoint, model, optimizer, dist.rank)
-            else:
-                model.load_state_dict(ck["model"])
-                optimizer.load_state_dict(ck["optimizer"])
-                rng = ck["rng"]
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise RunStateError(f"{run.checkpoint} does not fit this model ({model_path}): "
-                                f"{str(exc).splitlines()[0][:200]}") from exc
-        set_rng_state(rng)
-        start_step = int(ck["step"])
-        history = list(ck.get("history", []))
-        del ck
-    if args.rollout_backend == "vllm":  # built after a resume loaded the weights: it starts from them
-        policy = vllm_policy(policy, model_path, args, dist)
-    ddp_model = None
-    if dist.world > 1 and not args.fsdp:
-        from torch.nn.parallel import DistributedDataParallel as DDP
+    return model_path, policy, ref_model, optimizer
 
-        ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    struct_ids = structural_ids(policy.tokenizer)
 
-    writer = None
-    if dist.main:
-        if start_step == 0:  # a run that starts over (or a first one): an earlier attempt's events go, so
-            for old in run_dir.glob("events.out.tfevents.*"):  # a same-second file name cannot sort after ours
-                old.unlink()
-        # purge_step: TensorBoard drops what an earlier attempt logged after the resumed step
-        writer = SummaryWriter(str(run_dir), purge_step=start_step + 1 if start_step else 0)
-        writer.add_text("hyperparameters", hparams_table(args) + f"\n\nmodel: {model_path}, world size {dist.world}")
+def _resume(loop: _Loop, run: run_state.Run) -> tuple[int, list]:
+    """Model, optimizer and RNG from the run's checkpoint; returns (its step, the history up to it)."""
+    args, dist, model, optimizer = loop.args, loop.dist, loop.model, loop.optimizer
+    ck = run.load_state()
+    if bool(ck.get("sharded")) != bool(args.fsdp):
+        raise RunStateError(f"{run.checkpoint} was saved {'with' if ck.get('sharded') else 'without'} --fsdp; "
+                            f"resume it {'with' if ck.get('sharded') else 'without'} --fsdp")
+    try:
+        if args.fsdp:
+            rng = distributed.load_checkpoint(ck, run.checkpoint, model, optimizer, dist.rank)
+        else:
+            model.load_state_dict(ck["model"])
+            optimizer.load_state_dict(ck["optimizer"])
+            rng = ck["rng"]
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise RunStateError(f"{run.checkpoint} does not fit this model ({loop.model_path}): "
+                            f"{str(exc).splitlines()[0][:200]}") from exc
+    set_rng_state(rng)
+    return int(ck["step"]), list(ck.get("history", []))
 
+
+def _open_writer(loop: _Loop):
+    """Rank 0's TensorBoard writer in the run folder, the hyperparameters as its first text."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir, start_step = loop.run_dir, loop.start_step
+    if start_step == 0:  # a run that starts over (or a first one): an earlier attempt's events go, so
+        for old in run_dir.glob("events.out.tfevents.*"):  # a same-second file name cannot sort after ours
+            old.unlink()
+    # purge_step: TensorBoard drops what an earlier attempt logged after the resumed step
+    writer = SummaryWriter(str(run_dir), purge_step=start_step + 1 if start_step else 0)
+    writer.add_text("hyperparameters", hparams_table(loop.args) + f"\n\nmodel: {loop.model_path}, world size "
+                                                                  f"{loop.dist.world}")
+    return writer
+
+
+def _make_envs(loop: _Loop, reward_fns: list, data: tuple) -> None:
+    """One training env per rollout of a step; evaluation envs (and no-tool ones) for a batch of episodes."""
+    args, policy = loop.args, loop.policy
     n_env = args.prompts_per_step * args.group_size
     train_ds, eval_ds = data
     train_kw = dict(reward_fns=reward_fns, **({"dataset": train_ds} if train_ds is not None else {}))
     eval_kw = dict(reward_fns=reward_fns, **({"dataset": eval_ds} if eval_ds is not None else {}))
-    train_envs = [make_env(args, "train", policy, **train_kw) for _ in range(n_env)]
+    loop.train_envs = [make_env(args, "train", policy, **train_kw) for _ in range(n_env)]
     n_eval = min(max(args.eval_episodes, 1), EVAL_POOL) if args.eval_every else 0
-    eval_envs = [make_env(args, "validation", policy, **eval_kw) for _ in range(n_eval)]
-    no_tool_envs = ([make_env(args, "validation", policy, tools=False, **eval_kw) for _ in range(n_eval)]
-                    if args.eval_without_tools else [])
+    loop.eval_envs = [make_env(args, "validation", policy, **eval_kw) for _ in range(n_eval)]
+    loop.no_tool_envs = ([make_env(args, "validation", policy, tools=False, **eval_kw) for _ in range(n_eval)]
+                         if args.eval_without_tools else [])
 
-    def whole_model():
-        """Rollouts and evaluation sample on the whole model: under --fsdp its shards are gathered."""
-        return distributed.full_weights(model) if args.fsdp else contextlib.nullcontext()
 
-    def run_eval(step):
+def _evaluate(loop: _Loop, step: int) -> dict[str, float]:
+    """The validation episodes (again without the tool with --eval-without-tools), logged as eval/* at `step`;
+    rank 0 writes the evaluation's samples."""
+    args, model, writer = loop.args, loop.model, loop.writer
+    with autocast(args, loop.device), loop.whole_model():
         model.eval()
         samples = [] if writer is not None and args.eval_samples else None  # rank 0 keeps samples
-        m = evaluate(policy, eval_envs, args, dist, samples=samples)
-        if no_tool_envs:
-            m.update({f"no_tools/{k}": v for k, v in evaluate(policy, no_tool_envs, args, dist).items()})
+        m = evaluate(loop.policy, loop.eval_envs, args, loop.dist, samples=samples)
+        if loop.no_tool_envs:
+            m.update({f"no_tools/{k}": v for k, v in evaluate(loop.policy, loop.no_tool_envs, args, loop.dist).items()})
         model.train()
         if writer is not None:
             for k, v in m.items():
@@ -1015,113 +769,157 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         if samples:
             from trainers.samples import write_samples
 
-            write_samples(run_dir, step, samples, writer)
-        return m
+            write_samples(loop.run_dir, step, samples, writer)
+    return m
 
-    bar = tqdm(initial=start_step, total=args.total_steps, disable=not (args.progress and dist.main),
-               desc=args.exp_name, dynamic_ncols=True)
-    new_history = []
+
+def _evaluate_start(loop: _Loop) -> bool:
+    """Step 0's evaluation of the starting policy (a fresh run with --eval-every); True if a callback stops."""
+    args, dist = loop.args, loop.dist
     stop = False
-    if args.eval_every and start_step == 0:
-        bar.set_postfix_str(f"evaluating the starting policy on {args.eval_episodes} validation episodes")
-        with autocast(args, device), whole_model():
-            m = run_eval(0)
+    if args.eval_every and loop.start_step == 0:
+        loop.bar.set_postfix_str(f"evaluating the starting policy on {args.eval_episodes} validation episodes")
+        m = _evaluate(loop, 0)
         if dist.main:
             rec = {"step": 0, **{f"eval/{k}": v for k, v in m.items()}}
-            history.append(rec)
-            new_history.append(rec)
-            stop = _fire(cbs, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
+            loop.history.append(rec)
+            loop.new_history.append(rec)
+            stop = _fire(loop.callbacks, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
         stop = _agree(stop, dist)
-    step = start_step
-    bad_videos = BadVideos(args.max_bad_video_fraction)
-    for step0 in range(start_step, start_step if stop else args.total_steps):
-        step = step0 + 1
-        t0 = time.perf_counter()
-        timer = Timer()
-        prompt_seeds = [derive_seed(args.seed, step, dist.rank, p) for p in range(args.prompts_per_step)]
-        seeds = [prompt_seeds[i // args.group_size] for i in range(n_env)]
-        groups = [i // args.group_size for i in range(n_env)]
-        model.eval()
-        with autocast(args, device), whole_model():
-            rollouts = collect_rollouts(policy, train_envs, seeds, groups, temperature=args.temperature,
-                                        top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                                        sub_max_new_tokens=args.subagent_max_new_tokens,
-                                        sub_frames_per_pass=subagent_passes(args),
-                                        think_prefix=args.think_prefix,
-                                        gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer,
-                                        bad_videos=bad_videos)
-        model.train()
-        adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
-                                 group_norm=args.group_norm, batch_norm=args.batch_norm,
-                                 sum_over_processes=(lambda a: sum_array(a, dist)) if dist.world > 1 else None)
-        seqs = []
-        for r, a in zip(rollouts, adv):
-            seqs.append(TrainSeq(r.conv, float(a), "main"))
-            if args.train_subagents:
-                seqs += [TrainSeq(c, float(a), "sub") for c in r.sub_convs]
-        lr = lr_at(step, args)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        with timer("backward"):  # learning rate 0 measures the starting policy (the sweep's cold_start row)
-            upd = (grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs, args, dist, struct_ids)
-                   if args.learning_rate > 0 else {})
-            if args.learning_rate > 0 and hasattr(policy, "sync_weights"):
-                policy.sync_weights()  # the vLLM engine samples the next step from the updated weights
-        stats = episode_stats(gather_records([episode_record(r) for r in rollouts], dist))
-        gen_tokens = sum(r.gen_tokens for r in rollouts)
-        elapsed = time.perf_counter() - t0
-        metrics = {f"train/{k}": v for k, v in upd.items()}
-        metrics["train/advantage_abs"] = float(np.mean(np.abs(adv)))
-        # why a step may not learn: a group whose G rewards are all equal has no advantage to follow
-        spread_in_group = [float(np.std([r.reward for r, g in zip(rollouts, groups) if g == k]))
-                           for k in sorted(set(groups))]
-        metrics["train/groups_without_signal"] = float(np.mean([s < 1e-9 for s in spread_in_group]))
-        metrics["train/reward_std_in_group"] = float(np.mean(spread_in_group))
-        metrics["train/main_tokens_per_rollout"] = float(np.mean([r.main_tokens for r in rollouts]))
-        metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
-        metrics = reduce_metrics(metrics, dist)
-        metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
-        metrics["train/learning_rate"] = lr
-        tot_tokens = reduce_sum(gen_tokens, dist)
-        metrics["data/videos_skipped"] = reduce_sum(bad_videos.skipped, dist)
-        metrics["perf/step_seconds"] = elapsed
-        metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
-        for k, v in timer.totals.items():
-            metrics[f"perf/{k}_seconds"] = v
-        if args.eval_every and (step % args.eval_every == 0 or step == args.total_steps):
-            bar.set_postfix_str(f"evaluating step {step} on {args.eval_episodes} validation episodes")
-            with autocast(args, device), whole_model():
-                m = run_eval(step)
-            metrics.update({f"eval/{k}": v for k, v in m.items()})
-            if dist.main:
-                stop = _fire(cbs, "on_eval", step, {f"eval/{k}": v for k, v in m.items()}) or stop
+    return stop
+
+
+def _train_step(loop: _Loop, step: int, bad_videos: BadVideos) -> bool:
+    """Step `step`: rollouts, the update, its metrics (an evaluation too when due) logged, a checkpoint when
+    due. True, on every process, when a callback asks to stop."""
+    args, dist = loop.args, loop.dist
+    t0 = time.perf_counter()
+    timer = Timer()
+    rollouts, groups = _collect(loop, step, timer, bad_videos)
+    adv, upd, lr = _update(loop, step, rollouts, groups, timer)
+    metrics = _step_metrics(loop, rollouts, groups, adv, upd, lr, timer, bad_videos, t0)
+    stop = False
+    if args.eval_every and (step % args.eval_every == 0 or step == args.total_steps):
+        loop.bar.set_postfix_str(f"evaluating step {step} on {args.eval_episodes} validation episodes")
+        m = _evaluate(loop, step)
+        metrics.update({f"eval/{k}": v for k, v in m.items()})
         if dist.main:
-            for k, v in metrics.items():
-                if not k.startswith("eval/"):
-                    writer.add_scalar(k, v, step)
-            writer.flush()
-            rec = {"step": step, **metrics}
-            history.append(rec)
-            new_history.append(rec)
-            bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward_common']:.2f}",
-                            acc=f"{metrics['train/accuracy']:.2f}", calls=f"{metrics['train/tool_calls_per_rollout']:.2f}",
-                            par=f"{metrics['train/parallel_turn_fraction']:.2f}", s=f"{elapsed:.1f}")
-            stop = _fire(cbs, "on_step", step, metrics) or stop
-        stop = _agree(stop, dist)
-        run_state.kill_point("step", step)
-        last = step == args.total_steps or stop
-        if args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
-            if args.fsdp:  # every process writes its shards
-                distributed.save_checkpoint(run_dir, step, model, optimizer, args, history, rng_state(), dist.main)
-            elif dist.main:
-                save_training_checkpoint(run_dir, step, model, optimizer, args, history)
-        bar.update(1)
-        if stop:
-            bar.set_postfix_str(f"stopped by a callback after step {step}")
-            break
-    bar.close()
+            stop = _fire(loop.callbacks, "on_eval", step, {f"eval/{k}": v for k, v in m.items()})
+    if dist.main:
+        _log_step(loop, step, metrics)
+        stop = _fire(loop.callbacks, "on_step", step, metrics) or stop
+    stop = _agree(stop, dist)
+    run_state.kill_point("step", step)
+    _checkpoint_if_due(loop, step, last=step == args.total_steps or stop)
+    return stop
+
+
+def _collect(loop: _Loop, step: int, timer: Timer, bad_videos: BadVideos) -> tuple[list[Rollout], list[int]]:
+    """This process's rollouts of `step`: --prompts-per-step prompts (reset seeds from seed, step, rank and
+    prompt), --group-size rollouts each; returns (rollouts, each one's prompt group)."""
+    args, dist = loop.args, loop.dist
+    n_env = args.prompts_per_step * args.group_size
+    prompt_seeds = [derive_seed(args.seed, step, dist.rank, p) for p in range(args.prompts_per_step)]
+    seeds = [prompt_seeds[i // args.group_size] for i in range(n_env)]
+    groups = [i // args.group_size for i in range(n_env)]
+    loop.model.eval()
+    with autocast(args, loop.device), loop.whole_model():
+        rollouts = collect_rollouts(loop.policy, loop.train_envs, seeds, groups, temperature=args.temperature,
+                                    top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                                    sub_max_new_tokens=args.subagent_max_new_tokens,
+                                    sub_frames_per_pass=subagent_passes(args),
+                                    think_prefix=args.think_prefix,
+                                    gen_seed=derive_seed(args.seed, step, dist.rank, 999), timer=timer,
+                                    bad_videos=bad_videos)
+    loop.model.train()
+    return rollouts, groups
+
+
+def _update(loop: _Loop, step: int, rollouts: list[Rollout], groups: list[int], timer: Timer):
+    """Advantages (per group, then over every process's batch) and the GRPO update at this step's learning
+    rate; returns (advantages, the update's metrics, the learning rate)."""
+    args, dist = loop.args, loop.dist
+    adv = compute_advantages([r.reward for r in rollouts], groups, scale=args.reward_scale, bias=args.reward_bias,
+                             group_norm=args.group_norm, batch_norm=args.batch_norm,
+                             sum_over_processes=(lambda a: sum_array(a, dist)) if dist.world > 1 else None)
+    seqs = []
+    for r, a in zip(rollouts, adv):
+        seqs.append(TrainSeq(r.conv, float(a), "main"))
+        if args.train_subagents:
+            seqs += [TrainSeq(c, float(a), "sub") for c in r.sub_convs]
+    lr = lr_at(step, args)
+    for group in loop.optimizer.param_groups:
+        group["lr"] = lr
+    with timer("backward"):  # learning rate 0 measures the starting policy (the sweep's cold_start row)
+        upd = (grpo_update(loop.model, loop.ddp_model, loop.ref_model, loop.policy, loop.optimizer, seqs, args, dist,
+                           loop.struct_ids)
+               if args.learning_rate > 0 else {})
+        if args.learning_rate > 0 and hasattr(loop.policy, "sync_weights"):
+            loop.policy.sync_weights()  # the vLLM engine samples the next step from the updated weights
+    return adv, upd, lr
+
+
+def _step_metrics(loop: _Loop, rollouts: list[Rollout], groups: list[int], adv, upd: dict, lr: float, timer: Timer,
+                  bad_videos: BadVideos, t0: float) -> dict[str, float]:
+    """The step's train/*, data/* and perf/* metrics, over every process."""
+    dist = loop.dist
+    stats = episode_stats(gather_records([episode_record(r) for r in rollouts], dist))
+    gen_tokens = sum(r.gen_tokens for r in rollouts)
+    elapsed = time.perf_counter() - t0
+    metrics = {f"train/{k}": v for k, v in upd.items()}
+    metrics["train/advantage_abs"] = float(np.mean(np.abs(adv)))
+    # why a step may not learn: a group whose G rewards are all equal has no advantage to follow
+    spread_in_group = [float(np.std([r.reward for r, g in zip(rollouts, groups) if g == k]))
+                       for k in sorted(set(groups))]
+    metrics["train/groups_without_signal"] = float(np.mean([s < 1e-9 for s in spread_in_group]))
+    metrics["train/reward_std_in_group"] = float(np.mean(spread_in_group))
+    metrics["train/main_tokens_per_rollout"] = float(np.mean([r.main_tokens for r in rollouts]))
+    metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
+    metrics = reduce_metrics(metrics, dist)
+    metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
+    metrics["train/learning_rate"] = lr
+    tot_tokens = reduce_sum(gen_tokens, dist)
+    metrics["data/videos_skipped"] = reduce_sum(bad_videos.skipped, dist)
+    metrics["perf/step_seconds"] = elapsed
+    metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
+    for k, v in timer.totals.items():
+        metrics[f"perf/{k}_seconds"] = v
+    return metrics
+
+
+def _log_step(loop: _Loop, step: int, metrics: dict[str, float]) -> None:
+    """Rank 0: the step's scalars to TensorBoard (eval/* went with the evaluation), its record to the history,
+    the progress bar's figures."""
+    writer = loop.writer
+    for k, v in metrics.items():
+        if not k.startswith("eval/"):
+            writer.add_scalar(k, v, step)
+    writer.flush()
+    rec = {"step": step, **metrics}
+    loop.history.append(rec)
+    loop.new_history.append(rec)
+    loop.bar.set_postfix(R=f"{metrics['train/reward']:.2f}", fmt=f"{metrics['train/format_reward_common']:.2f}",
+                         acc=f"{metrics['train/accuracy']:.2f}", calls=f"{metrics['train/tool_calls_per_rollout']:.2f}",
+                         par=f"{metrics['train/parallel_turn_fraction']:.2f}", s=f"{metrics['perf/step_seconds']:.1f}")
+
+
+def _checkpoint_if_due(loop: _Loop, step: int, last: bool) -> None:
+    """Model + optimizer + RNG + history every --checkpoint-every steps and at the `last` step."""
+    args, dist = loop.args, loop.dist
+    if args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
+        if args.fsdp:  # every process writes its shards
+            distributed.save_checkpoint(loop.run_dir, step, loop.model, loop.optimizer, args, loop.history, rng_state(),
+                                        dist.main)
+        elif dist.main:
+            save_training_checkpoint(loop.run_dir, step, loop.model, loop.optimizer, args, loop.history)
+
+
+def _write_final_model(loop: _Loop, step: int) -> None:
+    """final_model/ from the weights of `step`, with the starting model's build record; on --resume also
+    repairs a finished run's missing or incomplete final_model."""
+    args, dist, run_dir, model, policy = loop.args, loop.dist, loop.run_dir, loop.model, loop.policy
     problem = run_state.final_model_problem(run_dir, step) if dist.main else None
-    build_record = starting_build_record(model_path)
+    build_record = starting_build_record(loop.model_path)
     if args.fsdp:  # the full weights are gathered by every process, written by rank 0
         flag = [problem]
         torch.distributed.broadcast_object_list(flag, src=0)
@@ -1132,22 +930,27 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         if problem:
             from agents.lmm.tiny_qwen import save_checkpoint
 
-            if start_step == args.total_steps:
+            if loop.start_step == args.total_steps:
                 print(f"--resume: {run_dir / 'final_model'} needs writing ({problem}); writing it from step "
-                      f"{start_step}", file=sys.stderr)
+                      f"{loop.start_step}", file=sys.stderr)
             save_checkpoint(str(run_dir / "final_model"), model, policy.tokenizer, policy.image_processor,
                             info={"step": step, "run": run_dir.name}, build_record=build_record)
-    for e in train_envs + eval_envs + no_tool_envs:
+
+
+def _finish(loop: _Loop, step: int, t_start: float) -> None:
+    """final_model, environments closed, history.json and the closing summary (rank 0), every process done."""
+    args, dist = loop.args, loop.dist
+    _write_final_model(loop, step)
+    for e in loop.train_envs + loop.eval_envs + loop.no_tool_envs:
         e.close()
-    if writer is not None:
-        writer.close()
-        run_state.atomic_write_json(run_dir / "history.json", history)
+    if loop.writer is not None:
+        loop.writer.close()
+        run_state.atomic_write_json(loop.run_dir / "history.json", loop.history)
         if args.progress:
-            print(summary(args, run_dir, history, time.perf_counter() - t_start), flush=True)
+            print(summary(args, loop.run_dir, loop.history, time.perf_counter() - t_start), flush=True)
     if dist.world > 1:
         torch.distributed.barrier()
-    model.eval()
-    return TrainResult(policy, new_history, run_dir)
+    loop.model.eval()
 
 
 def _agree(stop: bool, dist: Dist) -> bool:

@@ -36,7 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and not __package__:  # python trainers/evaluation.py: the repo root on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CONDITIONS = ("tools", "no_tools", "sequential", "greedy", "t0.7")
 
@@ -127,7 +128,7 @@ def evaluate_policy(policy, base, protocol: Protocol, condition: str, draw: int,
 
 def load_base_args(path: str | os.PathLike):
     """A trainer's arguments from an args.json (unknown keys, from newer or older trainers, are left out)."""
-    from trainers.core import GRPOArgs
+    from trainers.config import GRPOArgs
 
     raw = json.loads(Path(path).read_text())
     names = {f.name for f in dataclasses.fields(GRPOArgs)}

@@ -14,9 +14,11 @@ import os
 import sys
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and not __package__:  # python trainers/grpo.py: the repo root on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from trainers.core import GRPOArgs, main_for  # noqa: E402
+from trainers.config import GRPOArgs  # noqa: E402
+from trainers.core import main_for  # noqa: E402
 
 
 @dataclass

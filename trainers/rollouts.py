@@ -25,6 +25,7 @@ import numpy as np
 
 from agents.lmm.subagent import Subagent, parse_frames_per_pass
 from paravt_env.config import DEFAULTS, THINK_PREFIX
+from trainers.algos import get_anchor_mode
 
 
 def derive_seed(*parts: int) -> int:
@@ -35,7 +36,7 @@ def derive_seed(*parts: int) -> int:
 def reward_config(args):
     from paravt_env.rewards import RewardConfig
 
-    bonus = args.anchor_mode == "bonus"
+    bonus = get_anchor_mode(args.anchor_mode).reward_bonus  # else lambda acts in the loss, or nowhere
     return RewardConfig(format_weight=args.format_weight, answer_suffix=args.answer_suffix,
                         anchor_lambda=args.anchor_lambda if bonus else 0.0,
                         penalty_gamma=args.penalty_gamma if bonus else 0.0, tool_reward=args.tool_reward)

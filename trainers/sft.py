@@ -93,7 +93,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__" and not __package__:  # python trainers/sft.py: the repo root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.lmm.default import checkpoint_info  # noqa: E402
 from agents.lmm.tiny_qwen import build_image_processor, save_checkpoint  # noqa: E402

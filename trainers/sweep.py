@@ -82,7 +82,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __name__ == "__main__" and not __package__:  # python trainers/sweep.py: the repo root on the path
+    sys.path.insert(0, str(ROOT))
 
 from trainers import verdicts  # noqa: E402
 from trainers.config import config_flags, load_config  # noqa: E402
@@ -991,7 +992,7 @@ def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Pr
               steps: list[int]) -> list[Job]:
     """The jobs still to do: each prior's starting-model evaluation per seed, each row x seed's training, then
     its checkpoints' evaluation."""
-    from trainers.core import GRPOArgs, parse_args
+    from trainers.config import GRPOArgs, parse_args
     from trainers.run_state import atomic_write_json
 
     gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "trainers"))
+if __name__ == "__main__" and not __package__:  # python benchmarks/cold_start_lineage/self_distill.py: the repo root on the path
+    sys.path.insert(0, str(ROOT))
 
-from para_grpo import Args  # noqa: E402
+from trainers.para_grpo import Args  # noqa: E402
 from trainers.core import (Dist, evaluation_records, load_policy, play_episodes, resolve_model,  # noqa: E402
                            starting_build_record)
 from trainers.rollouts import episode_record, episode_stats, make_env  # noqa: E402

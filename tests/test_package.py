@@ -1,0 +1,75 @@
+"""The trainers as a package: the console scripts of setup.py (trainers/cli.py), the two ways to run a script
+(``python trainers/para_grpo.py`` and ``python -m trainers.para_grpo``), and no library module editing sys.path."""
+
+import ast
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def console_scripts() -> dict[str, str]:
+    """setup.py's console scripts: name -> "module:function"."""
+    return dict(re.findall(r'"([\w-]+)=([\w.]+:\w+)"', (ROOT / "setup.py").read_text()))
+
+
+def test_every_command_of_trainers_cli_is_a_console_script():
+    from trainers import cli
+
+    scripts = console_scripts()
+    assert {"paravt-train", "paravt-train-grpo", "paravt-train-sequential", "paravt-sweep", "paravt-eval",
+            "paravt-view"} <= set(scripts)
+    for command in cli.COMMANDS:
+        module, _, function = scripts[command].partition(":")
+        assert module == "trainers.cli" and getattr(cli, function).__doc__.startswith(f"{command}:"), command
+
+
+@pytest.mark.parametrize("command", sorted(console_scripts()))
+def test_console_script_help_exits_0(command, capsys):
+    module, _, function = console_scripts()[command].partition(":")
+    target = getattr(importlib.import_module(module), function, None)
+    assert callable(target), f"{command}: no {function} in {module}"
+    with pytest.raises(SystemExit) as exc:
+        target(["--help"])
+    assert exc.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_a_trainer_runs_as_a_module_and_as_a_file(tmp_path):
+    """``python -m trainers.para_grpo`` from the repository; ``python /path/trainers/para_grpo.py`` from anywhere,
+    with nothing on PYTHONPATH (the script puts its own repository first)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for target, cwd in ((["-m", "trainers.para_grpo"], ROOT), ([str(ROOT / "trainers" / "para_grpo.py")], tmp_path)):
+        p = subprocess.run([sys.executable, *target, "--anchor-mode", "logprob", "--help"], cwd=cwd, env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "--anchor-mode {bonus,logprob}" in p.stdout
+
+
+def _main_guarded(tree: ast.Module) -> set[int]:
+    """ids of the nodes under an ``if __name__ == "__main__"...`` block."""
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test):
+            inside |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return inside
+
+
+def test_library_modules_leave_sys_path_alone():
+    """Only a script's ``__main__`` entry may put the repository root on sys.path; importing a module never does."""
+    offenders = []
+    for folder in ("trainers", "agents", "paravt_env", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            guarded = _main_guarded(tree)
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+                        and node.value.id == "sys" and id(node) not in guarded):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, "sys.path outside a __main__ guard: " + ", ".join(offenders)
