@@ -73,3 +73,30 @@ def test_library_modules_leave_sys_path_alone():
                         and node.value.id == "sys" and id(node) not in guarded):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, "sys.path outside a __main__ guard: " + ", ".join(offenders)
+
+
+def test_a_trainer_takes_a_config_file_and_a_runs_args_json_round_trips(tmp_path):
+    """--config FILE (YAML or JSON) sets flags, the command line wins (a repeatable flag too), and a run's args.json
+    loaded as a config gives back that run's arguments."""
+    import dataclasses
+    import json
+
+    from trainers.config import GRPOArgs, parse_args
+    from trainers.para_grpo import Args
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text("def f(trajectory, info):\n    return 0.0\n")
+    a_fn, b_fn = f"{tmp_path / 'a.py'}:f", f"{tmp_path / 'b.py'}:f"
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"total_steps: 7\nthink_prefix: false\ngating_budgets: [4, 8]\nreward_fn: {a_fn}\n")
+    a = parse_args(Args, ["--config", str(cfg), "--total-steps", "9", "--reward-fn", b_fn])
+    assert (a.total_steps, a.think_prefix, a.gating_budgets, a.reward_fn) == (9, False, "4,8", b_fn)
+    assert parse_args(Args, ["--config", str(cfg)]).reward_fn == a_fn
+    assert Args().think_prefix is True  # the file's false replaced the script's default
+    original = parse_args(Args, ["--total-steps", "3", "--no-tool-reward", "--seed", "5", "--runs-dir", str(tmp_path)])
+    saved = tmp_path / "args.json"
+    saved.write_text(json.dumps(dataclasses.asdict(original)))
+    assert parse_args(Args, ["--config", str(saved)]) == original
+    cfg.write_text("total_stepz: 7\n")
+    with pytest.raises(SystemExit):
+        parse_args(GRPOArgs, ["--config", str(cfg)])

@@ -213,6 +213,8 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
     """Build an argparse parser from a dataclass (help texts from the field metadata, looked up
     through the base classes so a script can override a default with a plain annotation)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=_HelpFormatter)
+    parser.add_argument("--config", default="", help="a YAML or JSON file of flag names and values, e.g. a run's "
+                                                     "args.json (flags on the command line win)")
     meta = {}
     for klass in reversed(cls.__mro__):
         if dataclasses.is_dataclass(klass):
@@ -234,7 +236,13 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         if m.get("choices"):
             kw["choices"] = list(m["choices"])
         parser.add_argument(flag, type=type(default), **kw)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = config_argv(argv, {f.name for f in dataclasses.fields(cls)})
+    except ValueError as exc:
+        parser.error(str(exc))
     values = vars(parser.parse_args(argv))
+    values.pop("config")
     for f in dataclasses.fields(cls):
         if meta.get(f.name, {}).get("repeat"):
             given = values.get(f.name)
@@ -431,6 +439,9 @@ def config_argv(argv, known: set[str]) -> list[str]:
     data = load_config(ns.config)
     if isinstance(data.get("args"), dict) and "args" not in known:  # a build record (sft_args.json): its arguments
         data = data["args"]
+    # a flag on the command line replaces the file's (a repeatable flag too, rather than adding to it)
+    given = {f[2:].split("=", 1)[0].removeprefix("no-").replace("-", "_") for f in rest if f.startswith("--")}
+    data = {k: v for k, v in data.items() if k.replace("-", "_") not in given}
     return config_flags(data, known, source=f"--config {ns.config}") + rest
 
 
