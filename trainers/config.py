@@ -430,19 +430,26 @@ def config_flags(mapping: dict, known: set[str] | None = None, source: str = "co
 def config_argv(argv, known: set[str]) -> list[str]:
     """``argv`` with the flags of its ``--config FILE`` (if any) put in front, so the command line's own flags win.
     ``known`` are the flag names (with underscores) the file may set; anything else is a ValueError."""
-    argv = list(argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config", default="")
-    ns, rest = pre.parse_known_args(argv)
-    if not ns.config:
+    argv, path, rest = list(argv), "", []
+    i = 0
+    while i < len(argv):  # --config FILE / --config=FILE, the last one given (a plain scan: no second parser)
+        if argv[i] == "--config" and i + 1 < len(argv):
+            path, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--config="):
+            path = argv[i].split("=", 1)[1]
+        else:
+            rest.append(argv[i])
+        i += 1
+    if not path:
         return argv
-    data = load_config(ns.config)
+    data = load_config(path)
     if isinstance(data.get("args"), dict) and "args" not in known:  # a build record (sft_args.json): its arguments
         data = data["args"]
     # a flag on the command line replaces the file's (a repeatable flag too, rather than adding to it)
     given = {f[2:].split("=", 1)[0].removeprefix("no-").replace("-", "_") for f in rest if f.startswith("--")}
     data = {k: v for k, v in data.items() if k.replace("-", "_") not in given}
-    return config_flags(data, known, source=f"--config {ns.config}") + rest
+    return config_flags(data, known, source=f"--config {path}") + rest
 
 
 def given_dests(parser: argparse.ArgumentParser, argv) -> set[str]:
