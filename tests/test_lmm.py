@@ -295,6 +295,40 @@ def test_offline_stock_checkpoints_generate_from_image_conversation(tok, tmp_pat
     assert policy.generate(convs[:1], max_new_tokens=4)[0].text.startswith("<think>\n")
 
 
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_a_model_that_is_not_a_tiny_build_gets_the_papers_settings(tok, tmp_path, family, capsys):
+    """--model DIR of a stock Qwen-VL (not built here): frames as large as its processor takes (capped), 16-frame
+    crops, 2048-token turns, 512-token sub-agent answers, one sub-agent pass, each printed with its reason; a flag
+    given wins; this project's tiny builds keep the tiny defaults."""
+    from trainers.config import parse_args
+    from trainers.para_grpo import Args
+
+    if family == "qwen3_vl":  # patch 16 x merge 2: 32 px blocks; 200 x 200 pixels -> 192 px frames
+        model, unit, side = _tiny_qwen3_vl(tok), 32, 192
+        proc = build_image_processor(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                     min_pixels=32 * 32, max_pixels=200 * 200)
+    else:  # patch 14 x merge 2: 28 px blocks; up to 2000 x 2000 pixels -> the 448 px cap
+        model, unit, side = _tiny_qwen25_vl_stock_config(tok), 28, 448
+        proc = build_image_processor(max_pixels=2000 * 2000)
+    path = str(tmp_path / family)
+    save_checkpoint(path, model, tok, proc)
+    a = parse_args(Args, ["--model", path])
+    assert (a.frame_size, a.crop_max_frames, a.max_new_tokens, a.subagent_max_new_tokens,
+            a.subagent_frames_per_pass) == (side, 16, 2048, 512, "0")
+    assert a.frame_size % unit == 0
+    said = capsys.readouterr().err
+    assert f"--frame-size {side}:" in said and "--max-new-tokens 2048:" in said and "tiny builds" in said
+    b = parse_args(Args, ["--model", path, "--frame-size", "56", "--max-new-tokens", "300"])
+    assert (b.frame_size, b.max_new_tokens, b.crop_max_frames) == (56, 300, 16)
+    assert "--frame-size" not in capsys.readouterr().err
+    tiny = str(tmp_path / "tiny")
+    save_checkpoint(tiny, build_tiny_model(tok), tok)
+    capsys.readouterr()
+    c = parse_args(Args, ["--model", tiny])
+    assert (c.frame_size, c.max_new_tokens) == (Args.frame_size, Args.max_new_tokens)
+    assert "settings:" not in capsys.readouterr().err
+
+
 def test_missing_directory_errors(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         TransformersPolicy(str(tmp_path / "nope"))

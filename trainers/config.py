@@ -209,6 +209,60 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
         return super()._get_help_string(action)
 
 
+# A model that is not one of this project's tiny builds gets the paper's settings unless a flag says otherwise:
+# crops of up to 16 frames, 2048 new tokens a turn, sub-agent answers of up to 512 tokens, one sub-agent pass per
+# crop, and frames as large as its processor takes, up to FRAME_SIDE_CAP (64 such frames are 16k visual tokens
+# for Qwen2.5-VL).
+REAL_MODEL_SETTINGS = {"crop_max_frames": (16, "the paper's crops hold up to 16 frames"),
+                       "max_new_tokens": (2048, "the paper's turns are up to 2048 new tokens"),
+                       "subagent_max_new_tokens": (512, "the paper cuts tool responses at 512 tokens"),
+                       "subagent_frames_per_pass": ("0", "the paper's sub-agent looks at a crop in one pass")}
+FRAME_SIDE_CAP = 448
+
+
+def processor_frame_side(folder: Path) -> tuple[int, str] | None:
+    """The largest square frame side (a multiple of the processor's patch x merge size, at most FRAME_SIDE_CAP)
+    whose pixels the model's video (else image) processor takes without shrinking it, and why; None without one."""
+    for name in ("video_preprocessor_config.json", "preprocessor_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            cfg = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        size = cfg.get("size") or {}
+        max_pixels = cfg.get("max_pixels") or size.get("longest_edge")
+        unit = int(cfg.get("patch_size", 14)) * int(cfg.get("merge_size", 2))
+        if not max_pixels:
+            continue
+        side = max(unit, min(FRAME_SIDE_CAP, int(int(max_pixels) ** 0.5) // unit * unit))
+        return side, f"{name} takes up to {int(max_pixels)} pixels a frame in {unit} px blocks (capped at " \
+                     f"{FRAME_SIDE_CAP})"
+    return None
+
+
+def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
+    """The settings a --model that is not one of this project's tiny builds changes, for every field not `given`,
+    and one line each saying why. A tiny build (its sft_args.json names a frame size) keeps the defaults."""
+    if not model or not Path(model).is_dir():
+        return {}, []
+    from agents.lmm.tiny_qwen import is_tiny_build
+
+    if is_tiny_build(model):
+        return {}, []
+    changes, why = {}, {}
+    for name, (value, reason) in REAL_MODEL_SETTINGS.items():
+        changes[name], why[name] = value, reason
+    frame = processor_frame_side(Path(model))
+    if frame is not None:
+        changes["frame_size"], why["frame_size"] = frame
+    keep = {k: v for k, v in changes.items() if k not in given}
+    notes = [f"--{k.replace('_', '-')} {v}: {why[k]} (a model other than this project's tiny builds)"
+             for k, v in keep.items()]
+    return keep, notes
+
+
 def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
     """Build an argparse parser from a dataclass (help texts from the field metadata, looked up
     through the base classes so a script can override a default with a plain annotation)."""
@@ -243,6 +297,10 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         parser.error(str(exc))
     values = vars(parser.parse_args(argv))
     values.pop("config")
+    changes, notes = model_settings(values.get("model", ""), given_dests(parser, argv))
+    values.update(changes)
+    for line in notes:
+        print(f"settings: {line}", file=sys.stderr)
     for f in dataclasses.fields(cls):
         if meta.get(f.name, {}).get("repeat"):
             given = values.get(f.name)

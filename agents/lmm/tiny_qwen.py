@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import torch
 from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
@@ -90,7 +91,26 @@ def tiny_config(tokenizer, **text_overrides) -> Qwen2_5_VLConfig:
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,  # small vocab: halves the parameter count
+        **{TINY_BUILD_KEY: True},
     )
+
+
+# config.json of a model built here says so: the trainers keep their tiny-model defaults for it
+TINY_BUILD_KEY = "paravt_tiny_build"
+
+
+def is_tiny_build(folder: str | os.PathLike) -> bool:
+    """Whether a checkpoint folder holds one of this project's tiny builds: its config.json says so, or its build
+    record (sft_args.json) names the frame size it was trained on."""
+    from agents.lmm.default import checkpoint_info
+
+    config = Path(folder) / "config.json"
+    try:
+        if config.is_file() and json.loads(config.read_text()).get(TINY_BUILD_KEY):
+            return True
+    except (OSError, ValueError):
+        pass
+    return bool(checkpoint_info(folder).get("args", {}).get("frame_size"))
 
 
 def build_tiny_model(tokenizer, seed: int = 0, **text_overrides) -> Qwen2_5_VLForConditionalGeneration:
