@@ -513,12 +513,12 @@ def config_argv(argv, known: set[str]) -> list[str]:
 def given_dests(parser: argparse.ArgumentParser, argv) -> set[str]:
     """The destinations a command line sets explicitly (a flag given with its default value counts as given)."""
     unset = object()
-    saved = {a.dest: a.default for a in parser._actions}
+    saved = [(a, a.default) for a in parser._actions]
     try:
-        for a in parser._actions:
-            a.default = unset
+        for a in parser._actions:  # an appending flag builds on its default, so it starts from None instead
+            a.default = None if isinstance(a, (argparse._AppendAction, argparse._CountAction)) else unset
         ns, _ = parser.parse_known_args(list(argv))
     finally:
-        for a in parser._actions:
-            a.default = saved[a.dest]
-    return {k for k, v in vars(ns).items() if v is not unset}
+        for a, default in saved:
+            a.default = default
+    return {k for k, v in vars(ns).items() if v is not unset and v is not None}
