@@ -327,6 +327,14 @@ def test_a_model_that_is_not_a_tiny_build_gets_the_papers_settings(tok, tmp_path
     c = parse_args(Args, ["--model", tiny])
     assert (c.frame_size, c.max_new_tokens) == (Args.frame_size, Args.max_new_tokens)
     assert "settings:" not in capsys.readouterr().err
+    from agents.lmm.default import shipped_checkpoint
+    from agents.lmm.tiny_qwen import is_tiny_build, load_checkpoint
+
+    for prior in ("strong", "weak"):  # the shipped builds, and a copy saved again without its build record
+        assert is_tiny_build(shipped_checkpoint(prior))
+    again = str(tmp_path / "again")
+    save_checkpoint(again, *load_checkpoint(str(shipped_checkpoint("strong"))))
+    assert is_tiny_build(again) and not is_tiny_build(path)
 
 
 def test_missing_directory_errors(tmp_path):

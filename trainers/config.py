@@ -297,10 +297,6 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         parser.error(str(exc))
     values = vars(parser.parse_args(argv))
     values.pop("config")
-    changes, notes = model_settings(values.get("model", ""), given_dests(parser, argv))
-    values.update(changes)
-    for line in notes:
-        print(f"settings: {line}", file=sys.stderr)
     for f in dataclasses.fields(cls):
         if meta.get(f.name, {}).get("repeat"):
             given = values.get(f.name)
@@ -312,6 +308,10 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except ValueError as exc:
         parser.error(str(exc))
+    changes, notes = model_settings(args.model, given_dests(parser, argv))  # once --model is known to be sound
+    for line in notes:
+        print(f"settings: {line}", file=sys.stderr)
+    args = dataclasses.replace(args, **changes)
     return args
 
 
