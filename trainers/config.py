@@ -267,8 +267,7 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
     """Build an argparse parser from a dataclass (help texts from the field metadata, looked up
     through the base classes so a script can override a default with a plain annotation)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=_HelpFormatter)
-    parser.add_argument("--config", default="", help="a YAML or JSON file of flag names and values, e.g. a run's "
-                                                     "args.json (flags on the command line win)")
+    add_config_flag(parser)
     meta = {}
     for klass in reversed(cls.__mro__):
         if dataclasses.is_dataclass(klass):
@@ -290,13 +289,7 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         if m.get("choices"):
             kw["choices"] = list(m["choices"])
         parser.add_argument(flag, type=type(default), **kw)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        argv = config_argv(argv, {f.name for f in dataclasses.fields(cls)})
-    except ValueError as exc:
-        parser.error(str(exc))
-    values = vars(parser.parse_args(argv))
-    values.pop("config")
+    values, argv = read_command_line(parser, cls, argv)
     for f in dataclasses.fields(cls):
         if meta.get(f.name, {}).get("repeat"):
             given = values.get(f.name)
@@ -522,3 +515,21 @@ def given_dests(parser: argparse.ArgumentParser, argv) -> set[str]:
         for a, default in saved:
             a.default = default
     return {k for k, v in vars(ns).items() if v is not unset and v is not None}
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="", help="a YAML or JSON file of flag names and values, e.g. a run's "
+                                                     "args.json (flags on the command line win)")
+
+
+def read_command_line(parser: argparse.ArgumentParser, cls, argv) -> tuple[dict, list[str]]:
+    """Parse ``argv`` (default: sys.argv[1:]) for the dataclass ``cls`` with its ``--config`` file's flags in front;
+    returns the values (without ``config``) and the command line as parsed."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = config_argv(argv, {f.name for f in dataclasses.fields(cls)})
+    except ValueError as exc:
+        parser.error(str(exc))
+    values = vars(parser.parse_args(argv))
+    values.pop("config", None)
+    return values, argv

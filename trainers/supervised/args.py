@@ -14,7 +14,7 @@ from agents.lmm.corpus import CaptionConfig, WorldConfig, ZOOM_THINKS
 from agents.lmm.default import checkpoint_info
 from paravt_env.config import GATING_BUDGETS
 from paravt_env.questions import FAMILIES
-from trainers.config import config_argv, given_dests
+from trainers.config import add_config_flag, given_dests, read_command_line
 from trainers.run_state import RunStateError, check_name
 
 @dataclass
@@ -338,7 +338,7 @@ def parse_args(argv=None, cls=Args, description: str | None = None):
     can override; then the ``--preset``'s values fill every field not given explicitly. ``description`` heads
     ``--help``."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default="", help="a YAML or JSON file of flag names and values (the command line wins)")
+    add_config_flag(p)
     for f in dataclasses.fields(cls):
         name = "--" + f.name.replace("_", "-")
         helptext = f.metadata.get("help", "") + f" (default: {f.default})"
@@ -347,13 +347,7 @@ def parse_args(argv=None, cls=Args, description: str | None = None):
         else:
             typ = {"int": int, "float": float, "str": str}.get(f.type if isinstance(f.type, str) else f.type.__name__, str)
             p.add_argument(name, default=f.default, type=typ, help=helptext, choices=f.metadata.get("choices"))
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        argv = config_argv(argv, {f.name for f in dataclasses.fields(cls)})
-    except ValueError as exc:
-        p.error(str(exc))
-    ns = vars(p.parse_args(argv))
-    ns.pop("config")
+    ns, argv = read_command_line(p, cls, argv)
     given = given_dests(p, argv)
     args = inherit_world(with_preset(cls(**ns), given), given)
     try:
