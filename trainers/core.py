@@ -139,8 +139,8 @@ class GRPOArgs:
     max_bad_video_fraction: float = arg(0.05, "an episode whose video does not decode (damaged mid-file, a folder "
                                               "or FIFO in its place) is skipped, counted in TensorBoard "
                                               "(data/videos_skipped) and its video named once; more than this "
-                                              "share of the draws so far (counted as at least 100) failing stops "
-                                              "the run")
+                                              "share of the run's draws so far (counted as at least 100; a "
+                                              "--resume counts on from its checkpoint) failing stops the run")
     allow_videos_outside_root: bool = arg(False, "read videos anywhere on disk: by default every video path of a "
                                                   "question file (relative, file://, absolute, symlinked) must "
                                                   "resolve inside --video-root (default: the question file's "
@@ -688,30 +688,33 @@ EVAL_POOL = 32
 
 
 def play_episodes(policy, env_pool: list, args, episodes: Sequence[int], *, temperature: float,
-                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0, draw: int = 0):
+                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0, draw: int = 0,
+                  bad_videos: BadVideos | None = None):
     """Play episodes (indices; episode i reset with seed + i) one env pool at a time with the trainer's rollout
     settings; yields (indices, finished rollouts) per batch. ``draw`` > 0 samples other generations of the same
-    episodes (same K, same videos); draw 0 is what the trainer plays."""
+    episodes (same K, same videos); draw 0 is what the trainer plays. ``bad_videos`` (``redraw=False``): an
+    episode whose video does not decode is left out of its batch and recorded there."""
     for start in range(0, len(episodes), len(env_pool)):
         idx = list(episodes[start:start + len(env_pool)])
-        yield idx, collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
-                                    temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                                    sub_max_new_tokens=args.subagent_max_new_tokens,
-                                    sub_frames_per_pass=subagent_passes(args), sub_temperature=sub_temperature,
-                                    think_prefix=args.think_prefix,
-                                    gen_seed=derive_seed(seed, start, rank, *([draw] if draw else [])),
-                                    reset_options=[{"episode_index": i} for i in idx])
+        rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
+                              temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                              sub_max_new_tokens=args.subagent_max_new_tokens,
+                              sub_frames_per_pass=subagent_passes(args), sub_temperature=sub_temperature,
+                              think_prefix=args.think_prefix,
+                              gen_seed=derive_seed(seed, start, rank, *([draw] if draw else [])),
+                              reset_options=[{"episode_index": i} for i in idx], bad_videos=bad_videos)
+        yield [idx[r.group] for r in rs], rs
 
 
 def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
-                       samples: list | None = None, draw: int = 0) -> list[dict]:
+                       samples: list | None = None, draw: int = 0, bad_videos: BadVideos | None = None) -> list[dict]:
     """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order;
-    ``draw`` as in `play_episodes`."""
+    ``draw`` and ``bad_videos`` as in `play_episodes`."""
     mine = [args.eval_first_episode + i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
     for idx, rs in play_episodes(policy, env_pool, args, mine, temperature=args.eval_temperature,
                                  sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank,
-                                 draw=draw):
+                                 draw=draw, bad_videos=bad_videos):
         rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
         if samples is not None:
             from trainers.samples import capture
@@ -743,10 +746,12 @@ def set_rng_state(s: dict) -> None:
         torch.cuda.set_rng_state_all(s["cuda"])
 
 
-def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, history) -> Path:
-    """Model + optimizer + RNG + history at `step`, written atomically (trainers/run_state.py)."""
+def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, history, bad_videos=None) -> Path:
+    """Model + optimizer + RNG + history (+ the run's [video draws, skipped]) at `step`, written atomically
+    (trainers/run_state.py)."""
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "rng": rng_state(), "args": dataclasses.asdict(args), "history": history}
+             "rng": rng_state(), "args": dataclasses.asdict(args), "history": history,
+             **({"bad_videos": list(bad_videos)} if bad_videos is not None else {})}
     return run_state.save_training_checkpoint(run_dir, step, state, history)
 
 
@@ -939,7 +944,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         if ref_model is not None:
             distributed.shard(ref_model, args)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate, weight_decay=args.weight_decay)
-    start_step, history = 0, []
+    start_step, history, video_counts = 0, [], None
     if run.checkpoint is not None:
         ck = run.load_state()
         if bool(ck.get("sharded")) != bool(args.fsdp):
@@ -958,6 +963,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         set_rng_state(rng)
         start_step = int(ck["step"])
         history = list(ck.get("history", []))
+        video_counts = ck.get("bad_videos")  # the run's [draws, skipped] so far (none in older checkpoints)
         del ck
     if args.rollout_backend == "vllm":  # built after a resume loaded the weights: it starts from them
         policy = vllm_policy(policy, model_path, args, dist)
@@ -1022,7 +1028,7 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
             stop = _fire(cbs, "on_eval", 0, {k: v for k, v in rec.items() if k != "step"})
         stop = _agree(stop, dist)
     step = start_step
-    bad_videos = BadVideos(args.max_bad_video_fraction)
+    bad_videos = BadVideos(args.max_bad_video_fraction, counts=video_counts if dist.main else None)  # rank 0 carries
     for step0 in range(start_step, start_step if stop else args.total_steps):
         step = step0 + 1
         t0 = time.perf_counter()
@@ -1072,7 +1078,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
         metrics["train/learning_rate"] = lr
         tot_tokens = reduce_sum(gen_tokens, dist)
-        metrics["data/videos_skipped"] = reduce_sum(bad_videos.skipped, dist)
+        video_counts = [int(round(x)) for x in sum_array(np.array(bad_videos.state(), float), dist)]  # the run's
+        metrics["data/videos_skipped"] = float(video_counts[1])
         metrics["perf/step_seconds"] = elapsed
         metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
         for k, v in timer.totals.items():
@@ -1101,9 +1108,10 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
         last = step == args.total_steps or stop
         if args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
             if args.fsdp:  # every process writes its shards
-                distributed.save_checkpoint(run_dir, step, model, optimizer, args, history, rng_state(), dist.main)
+                distributed.save_checkpoint(run_dir, step, model, optimizer, args, history, rng_state(), dist.main,
+                                            bad_videos=video_counts)
             elif dist.main:
-                save_training_checkpoint(run_dir, step, model, optimizer, args, history)
+                save_training_checkpoint(run_dir, step, model, optimizer, args, history, video_counts)
         bar.update(1)
         if stop:
             bar.set_postfix_str(f"stopped by a callback after step {step}")
