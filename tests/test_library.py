@@ -418,6 +418,85 @@ def test_a_video_corrupt_mid_file_is_skipped_counted_and_named_once(tiny_dir, tm
                                    "videos")
 
 
+def _with_bad_videos(question_file, data, bad_after):
+    """A copy of the question file's folder, a video damaged mid-file in it, and mixed.jsonl: its rows, each
+    row i in ``bad_after`` followed by a copy of it on the damaged video."""
+    import shutil
+
+    shutil.copytree(question_file.parent, data)
+    bad = write_video_corrupt_mid_file(data / "bad.mp4")
+    rows = []
+    for i, line in enumerate((data / "episodes.jsonl").read_text().splitlines()):
+        rows.append(json.loads(line))
+        if i in bad_after:
+            rows.append(dict(rows[-1], id=f"bad{i}", video="bad.mp4"))
+    (data / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data / "mixed.jsonl", bad
+
+
+def test_a_protocol_evaluation_leaves_out_episodes_whose_video_does_not_decode(tiny_dir, tmp_path, question_file,
+                                                                              capsys):
+    """trainers/evaluation.py: an episode whose video is damaged mid-file is left out of its batch, counted and
+    named by index in every condition, and the evaluation goes on; it is the same for a given draw, and another
+    row (another model) leaves out the same episodes and plays the others at the same K."""
+    from agents.lmm import build_tiny_model, build_tokenizer, save_checkpoint
+    from trainers import evaluation
+
+    mixed, bad = _with_bad_videos(question_file, tmp_path / "data", bad_after=(0, 2))  # episodes 1 and 4 are bad
+    base = tiny_args(tiny_dir, tmp_path / "runs", eval_source=str(mixed))
+    protocol = evaluation.Protocol(eval_first_episode=0, eval_episodes=5, batch=4)  # a mixed batch, an all-bad one
+    record = evaluation.evaluate_steps(base, [0], tmp_path / "evals", protocol, ["tools", "no_tools"], draw=1,
+                                       device="cpu", log=lambda *_: None)[0]
+    assert json.loads((tmp_path / "evals" / "step_000000.json").read_text()) == record
+    conditions = record["conditions"]
+    for c in conditions.values():
+        assert (c["episodes"], c["videos_skipped"], c["skipped_episodes"]) == (3, 2, [1, 4])
+        assert len(c["correct"]) == len(c["frame_budget"]) == 3
+    assert conditions["tools"]["frame_budget"] == conditions["no_tools"]["frame_budget"]
+    assert str(bad) in capsys.readouterr().err
+    dataset = core.load_question_files(base)[1]
+    again = evaluation.evaluate_policy(core.load_policy(tiny_dir, torch.device("cpu")), base, protocol, "tools", 1,
+                                       dataset)
+    assert again == {k: v for k, v in conditions["tools"].items() if k != "seconds"}  # the same draw, the same play
+    tok = build_tokenizer()
+    save_checkpoint(str(tmp_path / "other"), build_tiny_model(tok, seed=1), tok)
+    other = evaluation.evaluate_policy(core.load_policy(str(tmp_path / "other"), torch.device("cpu")), base, protocol,
+                                       "tools", 1, dataset)
+    assert other["skipped_episodes"] == [1, 4] and other["frame_budget"] == conditions["tools"]["frame_budget"]
+
+
+def test_the_bad_video_count_and_its_stop_rule_carry_across_resume(tiny_dir, tmp_path, question_file):
+    """data/videos_skipped and --max-bad-video-fraction count the whole run: the checkpoint keeps the run's
+    [draws, skipped] as plain ints; a run resumed from step 2 counts on from there, and stops where the
+    uninterrupted run stops, with the same counts."""
+    mixed, bad = _with_bad_videos(question_file, tmp_path / "data", bad_after=(0, 1, 2))
+
+    def train(name, *extra):
+        return core.main_for(GRPOArgs, tiny_argv(tiny_dir, tmp_path / "runs", "--source", str(mixed), "--run-name",
+                                                 name, "--total-steps", "4", "--checkpoint-every", "2", *extra))
+
+    whole = [h["data/videos_skipped"] for h in train("whole", "--max-bad-video-fraction", "1")]
+    assert whole == sorted(whole) and 0 < whole[1] < whole[3]  # skips before and after step 2
+    run = tmp_path / "runs" / "whole"
+    state = torch.load(run / "checkpoints" / "step_000002.pt", weights_only=True)
+    draws, skipped = state["bad_videos"]
+    assert type(draws) is type(skipped) is int and skipped == whole[1]
+    assert draws == 2 * 2 + skipped  # each of 2 steps' 2 rollouts drawn once, and every draw that failed
+    (run / "checkpoints" / "step_000004.pt").unlink()
+    resumed = train("whole", "--max-bad-video-fraction", "1", "--resume")
+    assert [h["step"] for h in resumed] == [3, 4] and [h["data/videos_skipped"] for h in resumed] == whole[2:]
+    # a limit the run crosses only after step 2: the resumed run stops at the same draw as the uninterrupted one
+    limit = ["--max-bad-video-fraction", str(whole[1] / 100)]  # stops at the first skip past step 2's count
+    with pytest.raises(SystemExit) as uninterrupted:
+        train("limited", *limit)
+    (run / "checkpoints" / "step_000004.pt").unlink()
+    with pytest.raises(SystemExit) as after_resume:
+        train("whole", *limit, "--resume")
+    said = str(uninterrupted.value.code)
+    assert said.startswith(f"error: {int(whole[1]) + 1} of ") and f"(first: {bad})" in said
+    assert str(after_resume.value.code) == said
+
+
 def test_no_tools_is_single_turn_with_no_tool_advertised(tiny_dir, tmp_path):
     """The shipped strong checkpoint writes crop calls at K = 4; with --no-tools nothing advertises
     the tool, each episode is one turn, and no call ever runs."""

@@ -609,20 +609,60 @@ def test_sweep_counts_a_run_finished_only_with_a_complete_final_model(reference,
     assert not finished(run, 4)  # so the sweep resumes it, and the resume rewrites final_model
 
 
+def sweep_cmd(out, *extra):
+    """A sweep of the rows cold_start and grpo with TINY's settings, its evaluations on 2 episodes."""
+    flags = [("--strong-model" if a == "--model" else a) for a in TINY]  # the sweep's model flag
+    i = flags.index("--subagent")
+    del flags[i:i + 2]  # a row's own setting: the sweep refuses to change it
+    return ["--rows", "cold_start,grpo", "--out", str(out), "--no-progress", "--eval-first-episode", "40",
+            "--eval-episodes", "2", *flags, *extra]
+
+
+def test_a_killed_sweep_run_resumes_and_a_held_one_names_its_holder_at_ci_size(tmp_path):
+    """The sweep test below at CI size, two sweeps instead of four, two steps a run: in the first, grpo's trainer
+    is SIGKILLed while it rewrites `latest` and cold_start's run is held by another process, so that one fails
+    with the holder named while the sweep goes on; once the holder is gone, rerunning the sweep resumes the
+    killed run from its checkpoint (its evaluation reads its final model), trains the held one, and reports both
+    from their whole histories."""
+    from trainers import sweep
+
+    out = tmp_path / "out"
+    cmd = sweep_cmd(out, "--jobs", "2", "--total-steps", "2", "--checkpoint-every", "1")
+    runs = {row: out / "runs" / f"{row}__s1" for row in ("cold_start", "grpo")}
+    runs["cold_start"].mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from trainers import run_state; "
+                               "run_state.RunLock(sys.argv[1]); print('held', flush=True); time.sleep(600)",
+                               str(runs["cold_start"])], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        p = train_subprocess(None, kill="latest_write:2", script="trainers/sweep.py", args=cmd)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=60)
+    said = p.stdout + p.stderr
+    assert p.returncode == 0 and "grpo__s1 failed (exit -9)" in said and "cold_start__s1 failed (exit 1)" in said
+    assert f"in use by another trainer (pid {holder.pid} on " in said
+    killed = runs["grpo"] / "checkpoints"
+    assert (killed / "step_000002.pt").is_file() and (killed / "latest").read_text() == "step_000001.pt"
+    assert not (runs["grpo"] / "final_model").exists() and not (runs["cold_start"] / "checkpoints").exists()
+    results = sweep.main(cmd)
+    for row, r in runs.items():
+        assert results[row]["steps"]["mean"] == 2 and tb_steps(r) == [1, 2] and sweep.finished(r, 2)
+        assert [h["step"] for h in json.loads((r / "history.json").read_text())] == [1, 2]
+    assert "from step_000002.pt" in (out / "logs" / "grpo__s1.log").read_text()  # resumed, not retrained
+
+
 @pytest.mark.slow
 def test_killed_sweep_runs_resume_and_a_held_run_names_its_holder(tmp_path, capsys):
     """Every trainer of a sweep SIGKILLed while it rewrites `latest` (the hook is inherited by the
     sweep's trainer processes); rerunning the sweep resumes the trained row (its evaluations read its final
     model) and reports both from their whole histories; a run another process holds fails with the holder
-    named, and the rest of the sweep goes on."""
+    named, and the rest of the sweep goes on (CI runs
+    test_a_killed_sweep_run_resumes_and_a_held_one_names_its_holder_at_ci_size)."""
     from trainers import sweep
 
     out = tmp_path / "out"
-    flags = [("--strong-model" if a == "--model" else a) for a in TINY]  # the sweep's model flag
-    i = flags.index("--subagent")
-    del flags[i:i + 2]  # a row's own setting: the sweep refuses to change it
-    cmd = ["--rows", "cold_start,grpo", "--out", str(out), "--no-progress", "--eval-first-episode", "40",
-           "--eval-episodes", "2", *flags]
+    cmd = sweep_cmd(out)
     p = train_subprocess(None, kill="latest_write:4", script="trainers/sweep.py", args=cmd)
     assert p.returncode == 0 and p.stderr.count("failed (exit -9)") + p.stdout.count("failed (exit -9)") == 2
     runs = {row: out / "runs" / f"{row}__s1" for row in ("cold_start", "grpo")}

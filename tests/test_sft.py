@@ -982,8 +982,22 @@ def test_stage1_horizon_keeps_time_for_stage2():
     assert sft.Stage("s", {}, {}, 5, 1.0, alloc_s=7.0).horizon(1.0, 0.0, 0.1) == 7.0   # no budget
 
 
+def test_a_fitted_last_stage_keeps_one_horizon_when_its_step_time_is_measured():
+    """--stage2-fit: the last stage keeps its 15 s from the first step. Kept only once 20 steps had measured the
+    step time, they shrank the horizon at once: a stage with under 15 s left then ended at that step, its
+    learning rate still near the peak (0.43 of it in a loaded CI run)."""
+    sft = _sft()
+    last = sft.Stage("stage2", {}, {}, 100000, 1.0, end_by=1000.0)      # no next stage
+    assert last.horizon(5.0, 970.0, None) == last.horizon(5.0, 970.0, 0.3) == pytest.approx(5 + 30 - 15)
+    progress = [t / last.horizon(t, 960.0 + t, 0.3 if t >= 4 else None) for t in np.arange(0.0, 25.5, 0.5)]
+    assert all(b >= a for a, b in zip(progress, progress[1:])) and progress[-1] >= 1.0
+    assert max(b - a for a, b in zip(progress, progress[1:])) < 0.05   # no jump: it anneals step by step
+
+
 @pytest.mark.slow
 def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
+    """A 60 s budget cuts a cold start of 100,000 steps (CI runs
+    test_a_cold_start_cut_by_a_short_budget_saves_its_state)."""
     sft = _sft()
     argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
             "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0"]
@@ -997,7 +1011,9 @@ def test_a_cut_cold_start_still_saves_and_resumes(tmp_path, shared_corpus):
 @pytest.mark.slow
 def test_a_fitted_cold_start_ends_annealed_before_its_budget(tmp_path, shared_corpus):
     """--stage2-fit: the same run, its cosine stretched over the time left, ends on its own before the budget (not
-    stopped by it) with fewer steps than asked, its last learning rate near the cosine's floor (10 % of the peak)."""
+    stopped by it) with fewer steps than asked, its last learning rate near the cosine's floor (10 % of the peak).
+    CI runs test_a_fitted_cold_start_ends_annealed_at_ci_size and
+    test_a_fitted_last_stage_keeps_one_horizon_when_its_step_time_is_measured."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     sft = _sft()
     argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
@@ -1013,10 +1029,53 @@ def test_a_fitted_cold_start_ends_annealed_before_its_budget(tmp_path, shared_co
     assert events.Scalars("stage2/lr")[-1].value < 0.15 * args.stage2_lr
 
 
+def _rendered(sft, argv):
+    """``argv`` parsed, its corpus rendered first (as ``main`` renders it): a time budget then starts with the build."""
+    args = sft.parse_args(argv)
+    sft.prepare_corpus(args, sft.corpus_plan(args), progress=False)
+    return args
+
+
+def test_a_cold_start_cut_by_a_short_budget_saves_its_state(tmp_path, shared_corpus):
+    """The cut cold start above at CI size: stage 2 stopped by a 20 s budget saves cold_start and the state to
+    resume it from. One torch thread: beside other tests' processes on two cores it steps about twice as fast
+    as with two."""
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0",
+            "--time-budget-s", "20", "--threads", "1"]
+    path = sft.main(_rendered(sft, argv))
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert path.name == "cold_start" and (path / "config.json").is_file() and info["stage2_stopped"] == "time budget"
+    assert info["stage1_steps_done"] == 1
+    state = torch.load(tmp_path / "out" / sft.STATE_FILE, weights_only=True)
+    assert state["stage"] == "stage2" and state["step"] == info["stage2_steps_done"] > 0
+
+
+def test_a_fitted_cold_start_ends_annealed_at_ci_size(tmp_path, shared_corpus):
+    """The fitted cold start above at CI size: a 45 s budget leaves stage 2 about 15 s before its end (the budget
+    less 10 s of margin and 15 s for the final eval and save); it ends there on its own, past its warm-up, its
+    last learning rate near the cosine's floor. A time-fitted cosine ends within one step of its floor, so the
+    window must hold many steps: one torch thread keeps them fast beside other tests' processes."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    sft = _sft()
+    argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0",
+            "--stage2-fit", "true", "--time-budget-s", "45", "--log-every", "1", "--threads", "1"]
+    args = _rendered(sft, argv)
+    path = sft.main(args)
+    info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
+    assert path.name == "cold_start" and info["stage2_stopped"] is None
+    assert args.warmup <= info["stage2_steps_done"] < 100000 and info["total_seconds"] < 45 - 15
+    events = EventAccumulator(str(next((tmp_path / "runs").iterdir())))
+    events.Reload()
+    assert events.Scalars("stage2/lr")[-1].value < 0.15 * args.stage2_lr
+
+
 @pytest.mark.slow
 def test_both_priors_one_corpus_worker_processes(tmp_path):
     """``--tool-prior both``: the corpus rendered by worker processes once, then the strong and
-    the weak build side by side."""
+    the weak build side by side (CI runs test_both_priors_build_in_worker_processes_at_ci_size)."""
     sft = _sft()
     args = sft.parse_args(["--tool-prior", "both", "--workers", "2", "--out", str(tmp_path / "out"), "--runs-dir",
                            str(tmp_path / "runs"), "--stage1-steps", "2", "--stage2-steps", "1", *TINY])
@@ -1025,6 +1084,23 @@ def test_both_priors_one_corpus_worker_processes(tmp_path):
         info = json.loads((tmp_path / "out" / prior / "sft_args.json").read_text())
         assert info["args"]["tool_prior"] == prior and (tmp_path / "out" / prior / "cold_start" / "config.json").is_file()
     assert len(list(sft.resolve_corpus_dir(args).rglob("chunk_*.npz"))) >= 8
+
+
+def test_both_priors_build_in_worker_processes_at_ci_size(tmp_path):
+    """The both-priors build above at CI size: a fresh corpus rendered by two worker processes, then the strong
+    and the weak build side by side in their own processes, one step of each stage, no caption evals."""
+    sft = _sft()
+    args = sft.parse_args(["--tool-prior", "both", "--workers", "2", "--out", str(tmp_path / "out"), "--runs-dir",
+                           str(tmp_path / "runs"), "--corpus-dir", str(tmp_path / "corpus"), "--stage1-steps", "1",
+                           "--stage2-steps", "1", *TINY, "--eval-frames", "0", "--eval-crops", "0"])
+    assert sft.main(args) == tmp_path / "out"
+    for prior in ("strong", "weak"):
+        info = json.loads((tmp_path / "out" / prior / "sft_args.json").read_text())
+        assert info["args"]["tool_prior"] == prior and info["stage1_steps_done"] == info["stage2_steps_done"] == 1
+        assert (tmp_path / "out" / prior / "cold_start" / "config.json").is_file()
+    assert "s1_native" in json.loads((tmp_path / "out" / "strong" / "sft_args.json").read_text())["corpus"]
+    assert "s1_native" not in json.loads((tmp_path / "out" / "weak" / "sft_args.json").read_text())["corpus"]
+    assert len(list((tmp_path / "corpus").rglob("chunk_*.npz"))) >= 8
 
 
 def test_init_from_continues_a_checkpoint_and_refuses_another_tokenizer(tmp_path, shared_corpus):

@@ -107,8 +107,8 @@ class GRPOArgs:
     max_bad_video_fraction: float = arg(0.05, "an episode whose video does not decode (damaged mid-file, a folder "
                                               "or FIFO in its place) is skipped, counted in TensorBoard "
                                               "(data/videos_skipped) and its video named once; more than this "
-                                              "share of the draws so far (counted as at least 100) failing stops "
-                                              "the run")
+                                              "share of the run's draws so far (counted as at least 100; a "
+                                              "--resume counts on from its checkpoint) failing stops the run")
     allow_videos_outside_root: bool = arg(False, "read videos anywhere on disk: by default every video path of a "
                                                   "question file (relative, file://, absolute, symlinked) must "
                                                   "resolve inside --video-root (default: the question file's "

@@ -368,33 +368,36 @@ EVAL_POOL = 32
 
 
 def play_episodes(policy, env_pool: list, args, episodes: Sequence[int], *, temperature: float,
-                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0, draw: int = 0):
+                  sub_temperature: float | None, seed: int = 10_000, rank: int = 0, draw: int = 0,
+                  bad_videos: BadVideos | None = None):
     """Play episodes (indices; episode i reset with seed + i) one env pool at a time with the trainer's rollout
     settings; yields (indices, finished rollouts) per batch. ``draw`` > 0 samples other generations of the same
-    episodes (same K, same videos); draw 0 is what the trainer plays."""
+    episodes (same K, same videos); draw 0 is what the trainer plays. ``bad_videos`` (``redraw=False``): an
+    episode whose video does not decode is left out of its batch and recorded there."""
     for start in range(0, len(episodes), len(env_pool)):
         idx = list(episodes[start:start + len(env_pool)])
-        yield idx, collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
-                                    temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                                    sub_max_new_tokens=args.subagent_max_new_tokens,
-                                    sub_frames_per_pass=subagent_passes(args), sub_temperature=sub_temperature,
-                                    think_prefix=args.think_prefix,
-                                    gen_seed=derive_seed(seed, start, rank, *([draw] if draw else [])),
-                                    reset_options=[{"episode_index": i} for i in idx])
+        rs = collect_rollouts(policy, env_pool[:len(idx)], [seed + i for i in idx], list(range(len(idx))),
+                              temperature=temperature, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                              sub_max_new_tokens=args.subagent_max_new_tokens,
+                              sub_frames_per_pass=subagent_passes(args), sub_temperature=sub_temperature,
+                              think_prefix=args.think_prefix,
+                              gen_seed=derive_seed(seed, start, rank, *([draw] if draw else [])),
+                              reset_options=[{"episode_index": i} for i in idx], bad_videos=bad_videos)
+        yield [idx[r.group] for r in rs], rs
 
 
 KEPT_TRANSCRIPTS = 8  # an evaluation keeps what the agent wrote in its first episodes, to read beside the numbers
 
 
 def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
-                       samples: list | None = None, draw: int = 0) -> list[dict]:
+                       samples: list | None = None, draw: int = 0, bad_videos: BadVideos | None = None) -> list[dict]:
     """`evaluate`'s episodes of this process, one `episode_record` each (with its "episode" index), in order;
-    ``draw`` as in `play_episodes`."""
+    ``draw`` and ``bad_videos`` as in `play_episodes`."""
     mine = [args.eval_first_episode + i for i in range(args.eval_episodes) if i % dist.world == dist.rank]
     rows: list[dict] = []
     for idx, rs in play_episodes(policy, env_pool, args, mine, temperature=args.eval_temperature,
                                  sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank,
-                                 draw=draw):
+                                 draw=draw, bad_videos=bad_videos):
         rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
         for row, r in zip(rows[len(rows) - len(rs):], rs):
             if row["episode"] < args.eval_first_episode + KEPT_TRANSCRIPTS:
@@ -429,10 +432,12 @@ def set_rng_state(s: dict) -> None:
         torch.cuda.set_rng_state_all(s["cuda"])
 
 
-def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, history) -> Path:
-    """Model + optimizer + RNG + history at `step`, written atomically (trainers/run_state.py)."""
+def save_training_checkpoint(run_dir: Path, step: int, model, optimizer, args, history, bad_videos=None) -> Path:
+    """Model + optimizer + RNG + history (+ the run's [video draws, skipped]) at `step`, written atomically
+    (trainers/run_state.py)."""
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "rng": rng_state(), "args": dataclasses.asdict(args), "history": history}
+             "rng": rng_state(), "args": dataclasses.asdict(args), "history": history,
+             **({"bad_videos": list(bad_videos)} if bad_videos is not None else {})}
     return run_state.save_training_checkpoint(run_dir, step, state, history)
 
 
@@ -624,6 +629,7 @@ class _Loop:
     eval_envs: list = field(default_factory=list)
     no_tool_envs: list = field(default_factory=list)
     bar: Any = None
+    video_counts: list | None = None  # the run's [video draws, skipped] so far: checkpointed, so --resume counts on
 
     def whole_model(self):
         """Rollouts and evaluation sample on the whole model: under --fsdp its shards are gathered."""
@@ -637,7 +643,8 @@ def _train(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     loop = _build(args, dist, device, run, cbs, reward_fns, data)
     stop = _evaluate_start(loop)
     step = loop.start_step
-    bad_videos = BadVideos(args.max_bad_video_fraction)
+    # rank 0 carries the run's counts across --resume; every process adds its own draws from there
+    bad_videos = BadVideos(args.max_bad_video_fraction, counts=loop.video_counts if dist.main else None)
     for step0 in range(loop.start_step, loop.start_step if stop else args.total_steps):
         step = step0 + 1
         stop = _train_step(loop, step, bad_videos)
@@ -720,6 +727,7 @@ def _resume(loop: _Loop, run: run_state.Run) -> tuple[int, list]:
         raise RunStateError(f"{run.checkpoint} does not fit this model ({loop.model_path}): "
                             f"{str(exc).splitlines()[0][:200]}") from exc
     set_rng_state(rng)
+    loop.video_counts = ck.get("bad_videos")  # none in older checkpoints
     return int(ck["step"]), list(ck.get("history", []))
 
 
@@ -879,7 +887,8 @@ def _step_metrics(loop: _Loop, rollouts: list[Rollout], groups: list[int], adv, 
     metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
     metrics["train/learning_rate"] = lr
     tot_tokens = reduce_sum(gen_tokens, dist)
-    metrics["data/videos_skipped"] = reduce_sum(bad_videos.skipped, dist)
+    loop.video_counts = [int(round(x)) for x in sum_array(np.array(bad_videos.state(), float), dist)]  # the run's
+    metrics["data/videos_skipped"] = float(loop.video_counts[1])
     metrics["perf/step_seconds"] = elapsed
     metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
     for k, v in timer.totals.items():
@@ -909,9 +918,10 @@ def _checkpoint_if_due(loop: _Loop, step: int, last: bool) -> None:
     if args.checkpoint_every and (step % args.checkpoint_every == 0 or last):
         if args.fsdp:  # every process writes its shards
             distributed.save_checkpoint(loop.run_dir, step, loop.model, loop.optimizer, args, loop.history, rng_state(),
-                                        dist.main)
+                                        dist.main, bad_videos=loop.video_counts)
         elif dist.main:
-            save_training_checkpoint(loop.run_dir, step, loop.model, loop.optimizer, args, loop.history)
+            save_training_checkpoint(loop.run_dir, step, loop.model, loop.optimizer, args, loop.history,
+                                     loop.video_counts)
 
 
 def _write_final_model(loop: _Loop, step: int) -> None:

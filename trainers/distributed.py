@@ -141,10 +141,12 @@ def _state_dict_api():
     return StateDictOptions, get_model_state_dict, get_state_dict, set_state_dict
 
 
-def save_checkpoint(run_dir: Path, step: int, model, optimizer, args, history, rng: dict, main: bool) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model, optimizer, args, history, rng: dict, main: bool,
+                    bad_videos=None) -> Path:
     """Every process: its shards of model + optimizer into ``checkpoints/step_N.dcp/`` (staged, then
     renamed whole); rank 0 then writes ``checkpoints/step_N.pt`` (step, every rank's RNG state,
-    history, args, the folder's name), the file that makes the checkpoint count. Returns the .pt path."""
+    history, args, the folder's name, the run's [video draws, skipped]), the file that makes the checkpoint
+    count. Returns the .pt path."""
     import dataclasses
 
     import torch.distributed.checkpoint as dcp
@@ -168,7 +170,8 @@ def save_checkpoint(run_dir: Path, step: int, model, optimizer, args, history, r
     path = folder / f"step_{step:06d}.pt"
     if main:
         state = {"step": step, "model": "sharded", "optimizer": "sharded", "sharded": final.name,
-                 "rng": rngs[0], "rng_per_rank": rngs, "args": dataclasses.asdict(args), "history": history}
+                 "rng": rngs[0], "rng_per_rank": rngs, "args": dataclasses.asdict(args), "history": history,
+                 **({"bad_videos": list(bad_videos)} if bad_videos is not None else {})}
         run_state.save_training_checkpoint(run_dir, step, state, history)
     td.barrier()  # nobody runs ahead (and possibly dies) before the checkpoint counts
     return path

@@ -22,7 +22,8 @@ Conditions (each a separate pass over the same episodes):
 
 Writes OUT_DIR/step_NNNNNN.json per checkpoint (conditions already there are kept: a rerun does only what is
 missing). Step 0 is the run's starting model; step N its checkpoint of step N (checkpoints/step_N.pt: a run
-evaluated this way keeps a checkpoint of every step it is evaluated at, as the sweep's do).
+evaluated this way keeps a checkpoint of every step it is evaluated at, as the sweep's do). An episode whose
+video does not decode is left out and recorded in each condition (``videos_skipped``, ``skipped_episodes``).
 """
 
 from __future__ import annotations
@@ -108,22 +109,30 @@ def summarize(records: list[dict]) -> dict:
 
 
 def evaluate_policy(policy, base, protocol: Protocol, condition: str, draw: int, dataset=None) -> dict:
-    """Play the protocol's episodes in `condition` with `policy` (generation seeds of `draw`)."""
+    """Play the protocol's episodes in `condition` with `policy` (generation seeds of `draw`). An episode whose
+    video does not decode is left out, counted (``videos_skipped``) and named (``skipped_episodes``): the same
+    video fails in every row and condition, so every one of them leaves out the same episodes and the rest
+    play in the same batches with the same seeds."""
     import torch
 
+    from paravt_env.sources import VideoError
     from trainers.core import Dist, evaluation_records
-    from trainers.rollouts import make_env
+    from trainers.rollouts import BadVideos, make_env
 
     args = condition_args(base, protocol, condition)
     kw = {"dataset": dataset} if dataset is not None else {}
     envs = [make_env(args, "validation", policy, **kw) for _ in range(min(protocol.batch, protocol.eval_episodes))]
+    skipped = BadVideos(redraw=False)
     try:
         with torch.no_grad():
-            records = evaluation_records(policy, envs, args, Dist(), draw=draw)
+            records = evaluation_records(policy, envs, args, Dist(), draw=draw, bad_videos=skipped)
     finally:
         for e in envs:
             e.close()
-    return summarize(records)
+    if not records and skipped.skipped:
+        raise VideoError(f"none of the protocol's {protocol.eval_episodes} episodes has a video that decodes (first: "
+                         f"{next(iter(skipped.named))}); repair or remove those videos")
+    return {**summarize(records), "videos_skipped": skipped.skipped, "skipped_episodes": sorted(skipped.episodes)}
 
 
 def load_base_args(path: str | os.PathLike):

@@ -3,6 +3,7 @@
     env_config,         the env settings a trainer's arguments describe (reward configuration included),
     make_env            on top of the env's defaults (paravt_env.config), and that env
     BadVideos           episodes whose video does not decode: skipped, counted, the run stopped past a share
+                        (evaluation: left out and their indices recorded)
     collect_rollouts    one episode per env, all envs batched turn by turn; the policy plays the
                         main agent and, as ``agents.lmm.Subagent`` (the env's own sub-agent: one
                         prompt), every sub-agent call of a turn in one batch (env.begin_turn /
@@ -101,20 +102,31 @@ class BadVideos:
     """Episodes whose video does not decode (``VideoError`` at reset: a file damaged in its middle, a
     folder or FIFO where a video should be). Each is skipped and another drawn in its place; each video
     is named once in the log; once more than ``max_fraction`` of the draws so far (counted as at least
-    ``MIN_DRAWS``, so the first bad draw of a run does not stop it) failed, the run stops with one line."""
+    ``MIN_DRAWS``, so the first bad draw of a run does not stop it) failed, the run stops with one line.
+    ``counts``: [draws, skipped] to start from (a resumed run's, ``state()`` of the run so far).
+
+    ``redraw=False`` (evaluation, whose episodes are fixed): such an episode is not replaced but left out,
+    its index recorded in ``episodes``; nothing stops. Its video fails for every row evaluated on the same
+    episodes, so each row leaves out the same ones and plays the rest in the same batches."""
 
     MIN_DRAWS = 100
     MAX_TRIES = 50  # redraws for one env before giving up on it (the fraction usually stops the run first)
 
-    def __init__(self, max_fraction: float = 0.05, log=None):
-        self.max_fraction, self.draws, self.skipped = max_fraction, 0, 0
+    def __init__(self, max_fraction: float = 0.05, log=None, redraw: bool = True, counts=None):
+        self.max_fraction, self.redraw = max_fraction, redraw
+        self.draws, self.skipped = (int(counts[0]), int(counts[1])) if counts else (0, 0)
+        self.episodes: list[int] = []  # redraw=False: the indices of the episodes left out, in order
         self.named: dict[str, None] = {}  # in the order first seen
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    def state(self) -> list[int]:
+        """[draws, skipped]: plain ints, for a checkpoint that loads with ``weights_only``."""
+        return [self.draws, self.skipped]
 
     def reset(self, env, seed: int, options: dict | None):
         """``env.reset``, redrawing (seed derived from ``seed`` and the try, any pinned episode dropped)
         while the drawn video does not decode: rollouts of one prompt share a seed, so they share the
-        replacement too."""
+        replacement too. With ``redraw=False``: None for such an episode."""
         from paravt_env.sources import VideoError
 
         for attempt in range(self.MAX_TRIES):
@@ -129,6 +141,9 @@ class BadVideos:
                 if name not in self.named:
                     self.named[name] = None
                     self.log(f"[data] skipping episodes of a video that does not decode: {exc}")
+                if not self.redraw:
+                    self.episodes.append(int((options or {}).get("episode_index", seed)))
+                    return None
                 if self.skipped > self.max_fraction * max(self.draws, self.MIN_DRAWS):
                     raise VideoError(f"{self.skipped} of {self.draws} episode draws had a video that does not "
                                      f"decode, more than --max-bad-video-fraction {self.max_fraction:g} allows "
@@ -146,15 +161,18 @@ def collect_rollouts(policy, envs: Sequence, reset_seeds: Sequence[int], groups:
     the G rollouts of one prompt (same video, question and K). Sub-agent calls of every rollout of
     a turn form one more batch. The sub-agents sample at ``temperature`` too, unless ``sub_temperature`` is
     given and >= 0 (0: greedy). With ``bad_videos``, an episode whose video does not decode is replaced
-    (see ``BadVideos``); without, its VideoError propagates. Returns finished rollouts with the token-level
-    conversations."""
+    (see ``BadVideos``), or with its ``redraw=False`` left out of the rollouts returned (each keeps its env's
+    group); without, its VideoError propagates. Returns finished rollouts with the token-level conversations."""
     timer = timer or Timer()
     rollouts = []
     with timer("env"):
         for i, (env, s) in enumerate(zip(envs, reset_seeds)):
             options = reset_options[i] if reset_options else None
-            _, info = (bad_videos.reset(env, int(s), options) if bad_videos is not None
-                       else env.reset(seed=int(s), options=options))
+            reset = (bad_videos.reset(env, int(s), options) if bad_videos is not None
+                     else env.reset(seed=int(s), options=options))
+            if reset is None:  # left out (BadVideos with redraw=False)
+                continue
+            info = reset[1]
             r = Rollout(env, groups[i], info=info)
             r.conv = policy.start(info["messages"])
             rollouts.append(r)

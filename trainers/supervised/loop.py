@@ -45,11 +45,14 @@ class Stage:
 
     def horizon(self, train_s: float, now: float, sec_per_step: float | None) -> float:
         """The training seconds this stage may take in all: up to ``end_by`` minus the time the
-        next stage's steps will need (1.3x this stage's measured step time, +15 s)."""
+        next stage's steps will need (1.3x this stage's measured step time, +15 s). A last stage (no next
+        steps: ``--stage2-fit``) keeps its 15 s from the first step, not only once its step time is measured:
+        that shrank its horizon at once after 20 steps, cutting it with the learning rate still high."""
         if not math.isfinite(self.end_by):
             return self.alloc_s
         left = self.end_by - now
-        keep = self.next_steps * sec_per_step * 1.3 + 15.0 if sec_per_step else left * self.next_share
+        known = sec_per_step or not self.next_steps  # measured, or no next steps to measure for
+        keep = self.next_steps * (sec_per_step or 0.0) * 1.3 + 15.0 if known else left * self.next_share
         return max(train_s, train_s + left - keep)
 
 
