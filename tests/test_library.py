@@ -465,6 +465,17 @@ def test_a_protocol_evaluation_leaves_out_episodes_whose_video_does_not_decode(t
     assert other["skipped_episodes"] == [1, 4] and other["frame_budget"] == conditions["tools"]["frame_budget"]
 
 
+def test_the_trainers_own_evaluation_leaves_out_a_bad_video_and_goes_on(tiny_dir, tmp_path, question_file, capsys):
+    """An evaluation episode on a video damaged mid-file is left out and counted (eval/videos_skipped); the run
+    evaluates before and after its step and ends normally."""
+    mixed, bad = _with_bad_videos(question_file, tmp_path / "data", bad_after=(0,))  # episode 1 is bad
+    hist = core.main_for(GRPOArgs, tiny_argv(tiny_dir, tmp_path / "runs", "--eval-source", str(mixed),
+                                             "--eval-every", "1", "--eval-episodes", "4", "--eval-samples", "0"))
+    evals = [h for h in hist if "eval/videos_skipped" in h]
+    assert [h["step"] for h in evals] == [0, 1] and all(h["eval/videos_skipped"] == 1 for h in evals)
+    assert hist[-1]["step"] == 1 and str(bad) in capsys.readouterr().err
+
+
 def test_the_bad_video_count_and_its_stop_rule_carry_across_resume(tiny_dir, tmp_path, question_file):
     """data/videos_skipped and --max-bad-video-fraction count the whole run: the checkpoint keeps the run's
     [draws, skipped] as plain ints; a run resumed from step 2 counts on from there, and stops where the

@@ -357,9 +357,12 @@ def evaluate(policy, env_pool: list, args, dist: Dist, seed: int = 10_000,
     """Validation episodes F..F+eval_episodes-1, F = --eval-first-episode (episode i reset with seed + i, so
     gating draws the same K every evaluation), split across processes, one rollout each at --eval-temperature.
     Given a list as `samples`, this process's first --eval-samples episodes are appended to it as
-    trainers.samples.Sample (captured before the env pool is reused)."""
-    rows = evaluation_records(policy, env_pool, args, dist, seed, samples)
-    return episode_stats(gather_records(rows, dist), per_family=True)
+    trainers.samples.Sample (captured before the env pool is reused). An episode whose video does not decode is
+    left out and counted (videos_skipped), as in the protocol evaluation: it never ends the run."""
+    skipped = BadVideos(args.max_bad_video_fraction, redraw=False)
+    rows = evaluation_records(policy, env_pool, args, dist, seed, samples, bad_videos=skipped)
+    return {**episode_stats(gather_records(rows, dist), per_family=True),
+            "videos_skipped": reduce_sum(skipped.skipped, dist)}
 
 
 # Evaluation plays its episodes this many at a time. Each batch's generation seed derives from its start index,
