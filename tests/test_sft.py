@@ -1061,7 +1061,7 @@ def test_a_fitted_cold_start_ends_annealed_at_ci_size(tmp_path, shared_corpus):
     sft = _sft()
     argv = ["--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
             "--stage1-steps", "1", "--stage2-steps", "100000", *TINY, "--eval-frames", "0", "--eval-crops", "0",
-            "--stage2-fit", "true", "--time-budget-s", "45", "--log-every", "1", "--threads", "1"]
+            "--stage2-fit", "--time-budget-s", "45", "--log-every", "1", "--threads", "1"]
     args = _rendered(sft, argv)
     path = sft.main(args)
     info = json.loads((tmp_path / "out" / "sft_args.json").read_text())
