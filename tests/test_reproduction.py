@@ -194,19 +194,14 @@ def test_sweep_evaluates_every_row_on_the_same_episodes_and_reports_verdicts(tin
 
 
 def test_the_committed_reproduction_page_is_the_committed_results_rendered():
-    """REPRODUCTION.md is the newest committed sweep's report rendered (the paper preset's once it has run, the CPU
-    preset's before), and each results folder's own page is its JSON rendered: no number is copied by hand."""
-    folders = [ROOT / "benchmarks" / "results" / name for name in ("reproduction", "reproduction_cpu")]
-    folders = [f for f in folders if (f / "results.json").is_file()]
-    if not folders:
-        pytest.skip("no committed reproduction results")
-    for folder in folders:
-        report = json.loads((folder / "results.json").read_text())
-        assert (folder / "REPRODUCTION.md").read_text() == sweep.render_reproduction(report)
-        for key in ("protocol", "claims", "grpo", "full"):
-            assert key in report
-    newest = json.loads((folders[0] / "results.json").read_text())
-    link = folders[0].relative_to(ROOT).as_posix() + "/"
+    """REPRODUCTION.md and the results folder's own page are the committed results.json rendered: no number is
+    copied by hand."""
+    folder = ROOT / "benchmarks" / "results" / "reproduction"
+    newest = json.loads((folder / "results.json").read_text())
+    assert (folder / "REPRODUCTION.md").read_text() == sweep.render_reproduction(newest)
+    for key in ("protocol", "claims", "grpo", "full"):
+        assert key in newest
+    link = folder.relative_to(ROOT).as_posix() + "/"
     assert (ROOT / "REPRODUCTION.md").read_text() == sweep.render_reproduction(newest, link)
     readme = (ROOT / "README.md").read_text()  # the README's verdicts are the same report's, not a hand copy
     assert sweep.readme_block(newest) in readme
