@@ -251,16 +251,14 @@ def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
 
     if is_tiny_build(model):
         return {}, []
-    changes, why = {}, {}
-    for name, (value, reason) in REAL_MODEL_SETTINGS.items():
-        changes[name], why[name] = value, reason
+    settings = dict(REAL_MODEL_SETTINGS)  # name -> (value, why)
     frame = processor_frame_side(Path(model))
     if frame is not None:
-        changes["frame_size"], why["frame_size"] = frame
-    keep = {k: v for k, v in changes.items() if k not in given}
-    notes = [f"--{k.replace('_', '-')} {v}: {why[k]} (a model other than this project's tiny builds)"
-             for k, v in keep.items()]
-    return keep, notes
+        settings["frame_size"] = frame
+    settings = {k: v for k, v in settings.items() if k not in given}
+    notes = [f"--{k.replace('_', '-')} {value}: {why} (a model other than this project's tiny builds)"
+             for k, (value, why) in settings.items()]
+    return {k: value for k, (value, _) in settings.items()}, notes
 
 
 def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
@@ -455,6 +453,18 @@ def load_config(path: str | Path) -> dict:
     return data
 
 
+def flag_name(flag: str) -> str:
+    """'--no-think-prefix' / '--think-prefix=x' -> 'think_prefix'; '' for a value."""
+    if not flag.startswith("--"):
+        return ""
+    return flag[2:].split("=", 1)[0].removeprefix("no-").replace("-", "_")
+
+
+def named_flags(flags) -> set[str]:
+    """The flag names a command line gives (see flag_name)."""
+    return {n for n in map(flag_name, flags) if n}
+
+
 def config_flags(mapping: dict, known: set[str] | None = None, source: str = "config") -> list[str]:
     """``{"total_steps": 40, "think_prefix": False, "seeds": [1, 2]}`` -> ``--total-steps 40 --no-think-prefix
     --seeds 1,2``. With ``known`` (flag names with underscores), an unknown key is a ValueError naming it."""
@@ -471,7 +481,7 @@ def config_flags(mapping: dict, known: set[str] | None = None, source: str = "co
             out.append(flag if value else "--no-" + key.replace("_", "-"))
         elif isinstance(value, (list, tuple)):
             out += [flag, ",".join(str(v) for v in value)]
-        elif isinstance(value, (dict,)):
+        elif isinstance(value, dict):
             raise ValueError(f"{source}: {key} holds a mapping; flags take numbers, text, true/false or lists")
         else:
             out += [flag, str(value)]
@@ -498,7 +508,7 @@ def config_argv(argv, known: set[str]) -> list[str]:
     if isinstance(data.get("args"), dict) and "args" not in known:  # a build record (sft_args.json): its arguments
         data = data["args"]
     # a flag on the command line replaces the file's (a repeatable flag too, rather than adding to it)
-    given = {f[2:].split("=", 1)[0].removeprefix("no-").replace("-", "_") for f in rest if f.startswith("--")}
+    given = named_flags(rest)
     data = {k: v for k, v in data.items() if k.replace("-", "_") not in given}
     return config_flags(data, known, source=f"--config {path}") + rest
 

@@ -401,10 +401,10 @@ def evaluation_records(policy, env_pool: list, args, dist: Dist, seed: int = 10_
     for idx, rs in play_episodes(policy, env_pool, args, mine, temperature=args.eval_temperature,
                                  sub_temperature=args.eval_subagent_temperature, seed=seed, rank=dist.rank,
                                  draw=draw, bad_videos=bad_videos):
-        rows += [{**episode_record(r), "episode": i} for i, r in zip(idx, rs)]
-        for row, r in zip(rows[len(rows) - len(rs):], rs):
-            if row["episode"] < args.eval_first_episode + KEPT_TRANSCRIPTS:
-                row["turns"] = [str(m["content"]) for m in r.env.messages if m["role"] == "assistant"]
+        for i, r in zip(idx, rs):
+            rows.append({**episode_record(r), "episode": i})
+            if i < args.eval_first_episode + KEPT_TRANSCRIPTS:
+                rows[-1]["turns"] = [str(m["content"]) for m in r.env.messages if m["role"] == "assistant"]
         if samples is not None:
             from trainers.samples import capture
 

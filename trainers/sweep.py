@@ -86,7 +86,7 @@ if __name__ == "__main__" and not __package__:  # python trainers/sweep.py: the 
     sys.path.insert(0, str(ROOT))
 
 from trainers import verdicts  # noqa: E402
-from trainers.config import config_flags, load_config  # noqa: E402
+from trainers.config import config_flags, flag_name, load_config, named_flags  # noqa: E402
 from trainers.evaluation import Protocol  # noqa: E402
 
 # vanilla format: no prefix, default format weights, no anchor (R_tool stays, as released)
@@ -169,19 +169,6 @@ def spread(values: list[float]) -> dict:
     std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
     half = verdicts.t_ppf(0.975, n - 1) * std / math.sqrt(n) if n > 1 else float("nan")
     return {"mean": mean, "std": std, "ci95": [mean - half, mean + half], "n": n}
-
-
-# ------------------------------------------------------------------ flags
-def flag_name(flag: str) -> str:
-    """'--no-think-prefix' / '--think-prefix=x' -> 'think_prefix'; '' for a value."""
-    if not flag.startswith("--"):
-        return ""
-    name = flag[2:].split("=", 1)[0]
-    return name.removeprefix("no-").replace("-", "_")
-
-
-def named_flags(flags) -> set[str]:
-    return {n for n in map(flag_name, flags) if n}
 
 
 # The switches that tell the rows apart. Every row sets each of them, through its flags or its script's defaults
