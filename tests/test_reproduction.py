@@ -146,6 +146,8 @@ def test_sweep_evaluates_every_row_on_the_same_episodes_and_reports_verdicts(tin
     p = report["protocol"]
     assert p["eval_first_episode"] == 40 and p["eval_episodes"] == 4 and p["seeds"] == [1, 2] and p["steps"] == 2
     assert len(p["models"]["strong"]["sha256"]) == 64 and p["date"]
+    assert p["hardware"] == {"CPU": ["cold_start_vanilla", "grpo", "full"]}  # each run's hardware.json, gathered
+    assert "Trained on CPU: cold_start_vanilla, grpo, full." in (tmp_path / "REPRODUCTION.md").read_text()
     # one protocol: every evaluation of every row and of the starting model plays the same episodes, same K
     files = sorted((out / "evals").glob("*/step_*.json"))
     names = {f.parent.name for f in files}

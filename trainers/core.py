@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import random
@@ -678,6 +679,7 @@ def _build(args, dist: Dist, device: torch.device, run: run_state.Run, cbs: list
     loop.struct_ids = structural_ids(loop.policy.tokenizer)
     if dist.main:
         loop.writer = _open_writer(loop)
+        _record_hardware(loop)
     _make_envs(loop, reward_fns, data)
     loop.bar = tqdm(initial=loop.start_step, total=args.total_steps, disable=not (args.progress and dist.main),
                     desc=args.exp_name, dynamic_ncols=True)
@@ -732,6 +734,25 @@ def _resume(loop: _Loop, run: run_state.Run) -> tuple[int, list]:
     set_rng_state(rng)
     loop.video_counts = ck.get("bad_videos")  # none in older checkpoints
     return int(ck["step"]), list(ck.get("history", []))
+
+
+def device_name(device: torch.device) -> str:
+    """The accelerator's name as the driver gives it, or "CPU"."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+
+
+def _record_hardware(loop: _Loop) -> None:
+    """Append this start's hardware to the run's hardware.json: a run resumed elsewhere lists each machine, so
+    a report can say what every row ran on."""
+    path = loop.run_dir / "hardware.json"
+    try:
+        starts = json.loads(path.read_text()) if path.is_file() else []
+    except (OSError, ValueError):
+        starts = []
+    starts = [s for s in starts if isinstance(s, dict) and s.get("step", 0) < loop.start_step]
+    starts.append({"step": loop.start_step, "device": device_name(loop.device), "processes": loop.dist.world,
+                   "torch": torch.__version__})
+    run_state.atomic_write_json(path, starts)
 
 
 def _open_writer(loop: _Loop):

@@ -4,6 +4,7 @@ A run folder ``<runs_dir>/<run name>/`` holds:
 
     run.lock               the one-writer lock (fcntl.flock; the holder's pid/host/start written in it)
     args.json              the arguments of the latest start
+    hardware.json          each start's step and accelerator (a resumed run may have moved)
     events.out.tfevents.*  TensorBoard
     checkpoints/step_NNNNNN.pt, checkpoints/latest
     history.json           per-step metrics up to the newest checkpoint (and, at the end, of the run)

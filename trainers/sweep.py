@@ -506,7 +506,8 @@ def build_report(out: Path, rows: list[str], seeds: list[int], protocol: Protoco
             entry[f"{m}_vs_baseline"] = (verdicts.compare(_by_seed(entry, m), _by_seed(base, m)) if base else
                                          {"verdict": verdicts.NOT_RUN})
     report = {"protocol": {"preset": preset or "custom", "rows": rows,
-                           **protocol_record(protocol, seeds, total_steps, steps_evaluated, models, learning_rate)},
+                           **protocol_record(protocol, seeds, total_steps, steps_evaluated, models, learning_rate),
+                           "hardware": hardware(out, list(results), seeds)},
               **results}
     report["claims"] = claims(results, out, seeds, checkpoints)
     out.mkdir(parents=True, exist_ok=True)
@@ -535,6 +536,23 @@ def protocol_record(protocol: Protocol, seeds, total_steps, steps_evaluated, mod
             "decision_rule": f"two-sided t-test over seeds at alpha {verdicts.ALPHA} (paired over shared seeds, "
                              f"else Welch); mde at power {verdicts.POWER}",
             "date": datetime.date.today().isoformat()}
+
+
+def hardware(out: Path, rows: list[str], seeds: list[int]) -> dict[str, list[str]]:
+    """Each accelerator the trained runs ran on (their hardware.json) -> the rows that ran on it; runs that
+    recorded none fall under "not recorded"."""
+    where: dict[str, list[str]] = {}
+    for row in rows:
+        for seed in seeds:
+            path = out / "runs" / run_name(row, seed) / "hardware.json"
+            try:
+                names = {s["device"] for s in json.loads(path.read_text())}
+            except (OSError, ValueError, TypeError, KeyError):
+                names = {"not recorded"}
+            for name in sorted(names):
+                if row not in where.setdefault(name, []):
+                    where[name].append(row)
+    return where
 
 
 def _by_seed(entry: dict | None, metric: str) -> dict:
@@ -763,7 +781,9 @@ def render_reproduction(report: dict, figures: str = "") -> str:
         "# Reproducing the Tool Prior Paradox", "",
         f"Preset: `{p.get('preset', 'custom')}`. Models: {builds}. Report date: {p['date']}. "
         f"Seeds: {', '.join(map(str, p['seeds']))}; "
-        f"{p['steps']} training steps per run; evaluation at steps {', '.join(map(str, p['eval_steps']))}.", "",
+        f"{p['steps']} training steps per run; evaluation at steps {', '.join(map(str, p['eval_steps']))}."
+        + ("".join(f" Trained on {name}: {', '.join(rs)}." for name, rs in p["hardware"].items())
+           if p.get("hardware") else ""), "",
         "This page is rendered from `results.json` beside it by `python trainers/sweep.py --report-only` "
         "(`--render-only` rewrites it from the JSON alone).", "",
         "## Protocol", "",
