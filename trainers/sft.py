@@ -128,6 +128,7 @@ def main(args: Args) -> Path:
     t_start = time.time()
     deadline = (args.deadline_unix if args.deadline_unix > 0 else
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
+    stop = min(deadline, args.stop_at_unix or math.inf)  # a hard stop only: the schedule does not see it
     check_args(args)
     if args.tool_prior == "both":
         return main_both(args, t_start, deadline)
@@ -202,7 +203,7 @@ def main(args: Args) -> Path:
         return out / "cold_start"
 
     if state is None or state["stage"] == "stage1":
-        r = train_stage(tr, s1, args, writer, deadline=deadline - 10.0 * math.isfinite(deadline),
+        r = train_stage(tr, s1, args, writer, deadline=min(deadline - 10.0 * math.isfinite(deadline), stop),
                         state=state, save_state=save, evaluate=evaluate)
         info.update(stage1_steps_done=r["steps"], stage1_seconds=r["seconds"], stage1_loss=r["history"]["loss"],
                     stage1_eval=r["history"]["eval"])
@@ -213,7 +214,7 @@ def main(args: Args) -> Path:
         save_checkpoint(str(out / "base"), model, tok, proc)
         state = None
         save("stage2", 0, 0.0, math.inf, torch.optim.AdamW(model.parameters()), {"loss": [], "eval": []})
-    r = train_stage(tr, s2, args, writer, deadline=deadline, state=state, save_state=save, evaluate=evaluate)
+    r = train_stage(tr, s2, args, writer, deadline=stop, state=state, save_state=save, evaluate=evaluate)
     info.update(stage2_steps_done=r["steps"], stage2_seconds=r["seconds"], stage2_loss=r["history"]["loss"],
                 stage2_eval=r["history"]["eval"], stage2_stopped=None)
     if r["stopped"]:

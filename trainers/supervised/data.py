@@ -239,7 +239,8 @@ def stage2_rows(folder: str) -> Records:
     """--stage2-rows: every chunk in ``folder``; a folder without chunks is an error, not an empty part."""
     path = Path(folder)
     if not path.is_dir() or not any(path.glob("chunk_*.npz")):
-        raise SystemExit(f"--stage2-rows {folder}: no chunk_*.npz there (write them with self_distill.py --rows-out)")
+        raise SystemExit(f"--stage2-rows {folder}: no chunk_*.npz there (write them with "
+                         "trainers.supervised.self_distill.play_rows or self_distill.py --rows-out)")
     return Records.load(path)
 
 
