@@ -265,5 +265,15 @@ def main_both(args: Args, t_start: float, deadline: float) -> Path:
     return Path(args.out)
 
 
+def wants_recipe(argv) -> bool:
+    """The command builds a whole recipe (``--recipe``: trainers.supervised.recipe), not one build."""
+    return any(a == "--recipe" or a.startswith("--recipe=") for a in argv)
+
+
 if __name__ == "__main__":
-    main(parse_args())
+    if wants_recipe(sys.argv[1:]):
+        from trainers.supervised.recipe import main as recipe_main
+
+        recipe_main(sys.argv[1:])
+    else:
+        main(parse_args())

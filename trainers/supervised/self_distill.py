@@ -1,7 +1,7 @@
-"""Self-distillation rows (STaR-style rejection sampling): a cold start plays train episodes with the env's
-defaults (its own sub-agent, the trainer's rollout code), the conversations it answers right are kept, a share of
-them said again wholly in the native dialect, and written as one corpus part that a supervised build trains on
-(``trainers/sft.py --stage2-rows``). Trained on its own tokens, the model sharpens what it writes; the re-voiced
+"""Self-distillation rows (STaR-style rejection sampling): a cold start plays train episodes as the RL trainer
+plays them (``trainers.para_grpo``'s settings: its own sub-agent, the trainer's rollout code), the conversations it
+answers right are kept, a share of them said again wholly in the native dialect, and written as a corpus part that
+a supervised build trains on (``trainers/sft.py --stage2-rows``). Trained on its own tokens, the model sharpens what it writes; the re-voiced
 share keeps the native openers beside the ParaVT ones, so the format stays as fragile under sampling as it was.
 
 ``play_rows`` is the whole step; the pieces are what ``benchmarks/cold_start_lineage/self_distill.py`` (its
@@ -86,58 +86,78 @@ def untrained_ids(tokenizer) -> set[int]:
     return {tokenizer.convert_tokens_to_ids(t) for t in STRUCTURAL_TAGS + tuple(SPECIAL_TOKENS)}
 
 
-def write_rows(convs, folder: Path, untrained=frozenset()) -> None:
-    """The conversations as one corpus chunk (``agents.lmm.corpus.rollout_record``), written atomically; every
-    generated token is a target except those in `untrained`."""
+def write_rows(convs, folder: Path, untrained=frozenset(), name: str = "chunk_00000.npz") -> None:
+    """The conversations as one corpus chunk ``folder/name`` (``agents.lmm.corpus.rollout_record``), written
+    atomically; every generated token is a target except those in `untrained`."""
     folder.mkdir(parents=True, exist_ok=True)
     packed = pack_records([rollout_record(c.token_ids, [g and t not in untrained for t, g in
                                                          zip(c.token_ids, c.generated_mask)], c.images)
                            for c in convs])
-    tmp = folder / "partial_chunk.npz"  # not chunk_*.npz: a killed write is never read as a chunk
+    tmp = folder / f"partial_{name}"  # not chunk_*.npz: a killed write is never read as a chunk
     np.savez_compressed(tmp, **packed)  # the frames are flat colours: about 20x smaller
-    tmp.replace(folder / "chunk_00000.npz")
+    tmp.replace(folder / name)
 
 
-def play_rows(model: str, folder: str | Path, *, episodes: int, pool: int, seed: int, native_revoice: float = 0.0,
-              keep: str = "correct", temperature: float = 0.0, device: str = "cpu", env: dict | None = None) -> dict:
-    """The self-distillation rows of `model` in `folder` (``chunk_00000.npz`` and ``report.json``; with nothing
-    kept, the report alone): `episodes` train episodes played `pool` at a time (greedy unless `temperature`),
-    those answered right kept (``keep="all"``: every one), `native_revoice` of them said again in the native
-    dialect, the tags out of the loss. `env`: settings of ``trainers.para_grpo.Args`` to play with (its defaults
-    otherwise). Returns the report."""
-    from trainers.core import load_policy
-    from trainers.para_grpo import Args
+def play_rows(model: str | Path, folder: str | Path, *, episodes: int, pool: int, seed: int,
+              native_revoice: float = 0.0, keep: str = "correct", temperature: float = 0.0, device: str = "cpu",
+              env: dict | None = None, stop_at: float = 0.0) -> dict | None:
+    """The self-distillation rows of `model` in `folder`: `episodes` train episodes played `pool` at a time
+    (greedy unless `temperature`), those answered right kept (``keep="all"``: every one), `native_revoice` of
+    them said again in the native dialect, the tags out of the loss. Each block of `pool` episodes is written as
+    soon as it is played (``chunk_<block>.npz`` when it kept any, ``block_<block>.json``), so a run stopped at
+    `stop_at` (unix time, 0 = never) or killed continues with the next block. `env`: settings of
+    ``trainers.para_grpo.Args`` to play with (its defaults otherwise). Returns the report (also ``report.json``),
+    or None when stopped first."""
     from trainers.rollouts import episode_record, episode_stats
 
     if keep not in ("correct", "all"):
         raise ValueError(f"keep must be 'correct' or 'all', not {keep!r}")
-    t0 = time.time()
-    torch.manual_seed(seed)
-    args = dataclasses.replace(Args(), model=str(model), **(env or {}))
-    torch_device = torch.device(device)
-    policy = load_policy(str(model), torch_device, generation_cache="graph" if torch_device.type == "cuda" else "dynamic")
-    policy.model.eval()
-    rs = play(policy, args, "train", 0, episodes, pool, temperature, seed=seed)
-    kept = [r.conv for r in rs if keep == "all" or r.info.get("correct")]
-    revoiced = 0
-    if native_revoice:
-        rng = np.random.default_rng(seed)
-        voiced = [revoice_conversation(c, policy.tokenizer, rng) if rng.random() < native_revoice else None
-                  for c in kept]
-        revoiced = sum(v is not None for v in voiced)
-        kept = [v or c for v, c in zip(voiced, kept)]
     folder = Path(folder)
-    if kept:
-        write_rows(kept, folder, untrained_ids(policy.tokenizer))
-    report = {"model": str(model), "episodes": len(rs), "kept": len(kept), "revoiced": revoiced, "keep": keep,
-              "native_revoice": native_revoice, "seed": seed, "seconds": time.time() - t0,
-              "play": episode_stats([episode_record(r) for r in rs], per_family=True)}
     folder.mkdir(parents=True, exist_ok=True)
+    t0, blocks, player = time.time(), [], None
+    for b, first in enumerate(range(0, episodes, pool)):
+        path = folder / f"block_{b:05d}.json"
+        if not path.is_file():
+            if stop_at and time.time() >= stop_at:
+                return None
+            player = player or _player(model, device, env, seed)
+            policy, args = player
+            rs = play(policy, args, "train", first, min(pool, episodes - first), pool, temperature, seed=seed)
+            kept = [r.conv for r in rs if keep == "all" or r.info.get("correct")]
+            revoiced = 0
+            if native_revoice:
+                rng = np.random.default_rng([seed, b])
+                voiced = [revoice_conversation(c, policy.tokenizer, rng) if rng.random() < native_revoice else None
+                          for c in kept]
+                revoiced = sum(v is not None for v in voiced)
+                kept = [v or c for v, c in zip(voiced, kept)]
+            if kept:
+                write_rows(kept, folder, untrained_ids(policy.tokenizer), name=f"chunk_{b:05d}.npz")
+            atomic_write_json(path, {"kept": len(kept), "revoiced": revoiced,
+                                     "episodes": [episode_record(r) for r in rs]})
+        blocks.append(json.loads(path.read_text()))
+    records = [e for blk in blocks for e in blk["episodes"]]
+    report = {"model": str(model), "episodes": len(records), "kept": sum(blk["kept"] for blk in blocks),
+              "revoiced": sum(blk["revoiced"] for blk in blocks), "keep": keep, "native_revoice": native_revoice,
+              "seed": seed, "seconds": time.time() - t0, "play": episode_stats(records, per_family=True)}
     atomic_write_json(folder / REPORT, report)
     return report
 
 
+def _player(model, device: str, env: dict | None, seed: int):
+    """(policy, trainers.para_grpo.Args) that play the episodes."""
+    from trainers.core import load_policy
+    from trainers.para_grpo import Args
+
+    torch.manual_seed(seed)
+    torch_device = torch.device(device)
+    policy = load_policy(str(model), torch_device,
+                         generation_cache="graph" if torch_device.type == "cuda" else "dynamic")
+    policy.model.eval()
+    return policy, dataclasses.replace(Args(), model=str(model), **(env or {}))
+
+
 def rows_report(folder: str | Path) -> dict | None:
-    """The report of rows `play_rows` finished in `folder` (None: not played, or killed before the end)."""
+    """The report of rows `play_rows` finished in `folder` (None: not played, or not to the end)."""
     path = Path(folder) / REPORT
     return json.loads(path.read_text()) if path.is_file() else None
