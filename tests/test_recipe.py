@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.checkpoint_io import read_manifest
+from agents.checkpoint_io import manifest_problem, read_manifest
 from agents.lmm.default import checkpoint_info
 from trainers.supervised import recipe
 from trainers.supervised.recipe import LEDGER, Plan, Runtime
@@ -41,7 +41,7 @@ def test_a_tiny_recipe_builds_a_cold_start_that_loads_generates_and_names_its_co
     from agents.lmm.policy import TransformersPolicy
 
     out, strong, _, _ = built
-    assert strong == out / "strong" / "cold_start"
+    assert strong == out / "strong" / "cold_start" and manifest_problem(strong, deep=True) is None
     policy = TransformersPolicy(str(strong))
     conv = policy.start([{"role": "user", "content": "What is in the video?"}])
     [completion] = policy.generate([conv], temperature=0.0, max_new_tokens=8)

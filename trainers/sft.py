@@ -61,6 +61,13 @@ cold starts (``agents/lmm/checkpoints/tiny-{strong,weak}/``) are long continuati
 ``cold_start/sft_args.json`` records the steps, ``benchmarks/cold_start_lineage/README.md`` lists the last ones
 with their commands, and ``docs/models.md`` says what the shipped models measure.
 
+``--recipe strong|weak|fragile`` runs a whole chain of such builds, from a random init to a cold start, as one
+command (the steps and every value: ``trainers/supervised/recipe.py``; ``--recipe strong --help`` for its flags):
+
+    python trainers/sft.py --recipe strong --device cuda --out runs/recipe --time-budget-s 540   # again until done
+    python trainers/sft.py --recipe weak --device cuda --out runs/recipe     # on the same base, runs/recipe/base
+    python trainers/sft.py --recipe strong --size tiny --out runs/recipe_tiny   # every step tiny, on a CPU
+
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
     python trainers/sft.py --preset gpu --tool-prior both --out checkpoints/gpu            # both priors,

@@ -125,9 +125,11 @@ def cold_start_mix(share: float, total: int) -> dict:
 def prior_steps(prior: dict, share: float) -> tuple[Step, ...]:
     """A prior's steps from the base, its tool traces ``share`` of the cold-start data."""
     two_turns = prior["trace_turns"] == 2
-    data = {**STYLE, "tool_prior": prior["tool_prior"], "search_agent": "sweep" if two_turns else "scene",
-            "tool_families": "needle,needle_attribute", "tool_on_visible": 0.7,
-            "stage2_native_traces": prior["native_share"], "stage2_fresh": True}
+    own = {**STYLE, "tool_prior": prior["tool_prior"]}
+    # the cold-start data: needle questions' traces, 70 % of them where the overview already shows the evidence
+    # (needless calls, the habit of a prior that calls readily), on videos no other part uses
+    data = {**own, "search_agent": "sweep" if two_turns else "scene", "tool_families": "needle,needle_attribute",
+            "tool_on_visible": 0.7, "stage2_native_traces": prior["native_share"], "stage2_fresh": True}
     return (
         # The native steps (fga -> fhb -> fib, each about 1,055 steps of batch 64 at 4e-4 on a fresh draw of
         # 6,000 traces, 1,500 direct answers, 1,000 frames, 2,000 crops) as one step on one draw three times that.
@@ -135,7 +137,7 @@ def prior_steps(prior: dict, share: float) -> tuple[Step, ...]:
                                    "stage2_caption": 6000, "stage2_steps": prior["cold_start_steps"],
                                    "stage2_lr": 4e-4, "batch_size": 64, "batch_tokens": 65536, "warmup": 100}),
         # The caption tail that followed each native step: 150 caption-only steps at 5e-5 (lib.sh v11_tail).
-        Step("captions", "sft", {**data, **NO_STAGE2, "caption_max_frames": "16", "caption_aug_p": 0.5,
+        Step("captions", "sft", {**own, **NO_STAGE2, "caption_max_frames": "16", "caption_aug_p": 0.5,
                                  "stage1_frame": 2000, "stage1_caption": 4000, "stage1_direct": 0, "stage1_tool": 0,
                                  "stage1_steps": 150, "stage1_lr": 5e-5, "batch_size": 32, "warmup": 10}),
         # Drills of the second tool turn that keep the overview's frames, beside the cold-start data (fB: 1,247
@@ -151,11 +153,11 @@ def prior_steps(prior: dict, share: float) -> tuple[Step, ...]:
         Step("self_distill_rows", "play", {"episodes": 1024, "pool": 32, "keep": "correct",
                                            "native_revoice": prior["native_share"], "env": {}}),
         # ... and 100 steps of 16 of them at 1e-4, the tags out of the loss.
-        Step("self_distill", "sft", {**data, **NO_STAGE1, **NO_STAGE2, "stage2_steps": 100, "stage2_lr": 1e-4,
+        Step("self_distill", "sft", {**own, **NO_STAGE1, **NO_STAGE2, "stage2_steps": 100, "stage2_lr": 1e-4,
                                      "batch_size": 16, "warmup": 1}),
         # The direct-answer mend (strong v17, weak v12; mend.sh): 300 steps of batch 32 at 5e-5 of direct drills
         # with overviews up to 64 frames and caption rehearsal.
-        Step("mend", "sft", {**data, **NO_STAGE2, "caption_max_frames": "8,16", "caption_aug_p": 0.25,
+        Step("mend", "sft", {**own, **NO_STAGE2, "caption_max_frames": "8,16", "caption_aug_p": 0.25,
                              "stage1_frame": 500, "stage1_caption": 1000, "stage1_direct": 0, "stage1_tool": 0,
                              "stage1_direct_needle": 4000, "drill_decisions": prior["drill_decisions"],
                              "stage1_steps": 300, "stage1_lr": 5e-5, "batch_size": 32, "warmup": 10}),
@@ -169,8 +171,9 @@ TINY_STEPS = 2
 TINY = dict(budgets="4,8", vocab_size=600, batch_size=4, warmup=1)
 TINY_PLAY = dict(episodes=2, pool=2, keep="all",  # a build of a few steps answers next to nothing right
                  env=dict(max_new_tokens=24, subagent_max_new_tokens=8, max_turns=2, gating_budgets="4,8"))
+_DEFAULTS = Args()
 _COUNTS = tuple(f for f in DATA_FIELDS if f.startswith(("stage1_", "stage2_")) and f != "stage1_episodes"
-                and type(getattr(Args(), f)) is int)
+                and type(getattr(_DEFAULTS, f)) is int)
 
 
 def sized(step: Step, size: str) -> Step:
@@ -187,7 +190,7 @@ def sized(step: Step, size: str) -> Step:
     if mix:
         v.update(cold_start_mix(step.values.get("stage2_tool", 0) / mix, TINY_COLD_START))
     for f in ("stage1_steps", "stage2_steps"):
-        v[f] = min(v.get(f, getattr(Args(), f)), TINY_STEPS)
+        v[f] = min(v.get(f, getattr(_DEFAULTS, f)), TINY_STEPS)
     if v.get("recall_warmup_steps"):
         v["recall_warmup_steps"] = 1
     return dataclasses.replace(step, values=v)
@@ -323,8 +326,9 @@ class Ledger:
             return None
         data = json.loads(path.read_text())
         if data["identity"] != identity:
-            raise SystemExit(f"{folder} holds {what} of another command ({_difference(data['identity'], identity)}); "
-                             "re-run that command to continue it, or give another --out")
+            difference = _difference(data["identity"], identity)
+            raise SystemExit(f"{folder} holds {what} of another command ({difference}); re-run that command to "
+                             "continue it, or give another --out")
         return data
 
     def step(self, i: int) -> dict:
@@ -443,12 +447,11 @@ def build(plan: Plan, out: str | Path, rt: Runtime | None = None, command: str |
             print(f"[recipe] {plan.name}: stopped by the time budget; re-run the same command to continue",
                   file=sys.stderr)
             return None
+        steps_done = [dict(r, name=f"base/{r['name']}") for r in json.loads((out / "base" / LEDGER).read_text())[
+            "steps"]] + ledger.data["steps"]
         summary = {"command": command or plan.command(out), "commit": commit(), "seed": plan.seed,
                    "recipe": plan.recipe, "size": plan.size, "tool_trace_share": plan.share,
-                   "steps": [{"name": f"base/{r['name']}", **{k: r.get(k) for k in ("seed", "commit", "seconds")}}
-                             for r in json.loads((out / "base" / LEDGER).read_text())["steps"]]
-                   + [{"name": r["name"], **{k: r.get(k) for k in ("seed", "commit", "seconds")}}
-                      for r in ledger.data["steps"]]}
+                   "steps": [{k: r.get(k) for k in ("name", "seed", "commit", "seconds")} for r in steps_done]}
         _write_final(model, final, summary)
         ledger.data["final"] = summary
         ledger.save()
@@ -471,7 +474,7 @@ def _write_final(model: Path, final: Path, summary: dict) -> None:
 
 def main(argv=None) -> Path | None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="trainers/sft.py --recipe", description=__doc__,
+    p = argparse.ArgumentParser(prog="trainers/sft.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--recipe", required=True, choices=sorted(PRIORS), help="the prior to build")
     p.add_argument("--out", default="runs/recipe", help="output folder: the shared base in OUT/base, the recipe's "

@@ -1,8 +1,9 @@
 """Self-distillation rows (STaR-style rejection sampling): a cold start plays train episodes as the RL trainer
 plays them (``trainers.para_grpo``'s settings: its own sub-agent, the trainer's rollout code), the conversations it
 answers right are kept, a share of them said again wholly in the native dialect, and written as a corpus part that
-a supervised build trains on (``trainers/sft.py --stage2-rows``). Trained on its own tokens, the model sharpens what it writes; the re-voiced
-share keeps the native openers beside the ParaVT ones, so the format stays as fragile under sampling as it was.
+a supervised build trains on (``trainers/sft.py --stage2-rows``). Trained on its own tokens, the model sharpens
+what it writes; the re-voiced share keeps the native openers beside the ParaVT ones, so the format stays as fragile
+under sampling as it was.
 
 ``play_rows`` is the whole step; the pieces are what ``benchmarks/cold_start_lineage/self_distill.py`` (its
 experiments with pinned tag log-probs) shares with it."""
