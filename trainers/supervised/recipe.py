@@ -16,7 +16,7 @@ measured on a GPU.
 
 Layout of ``--out DIR``:
 
-    DIR/base/recipe.json, DIR/base/NN_<step>/     the shared base, built once per seed and size, reused
+    DIR/base/recipe.json, DIR/base/NN_<step>/     the shared base, built once and reused (one seed and size a DIR)
     DIR/<name>/recipe.json, DIR/<name>/NN_<step>/ one recipe's own steps (<name>: the recipe, or
                                                   <recipe>-share<X> with --tool-trace-share X)
     DIR/<name>/cold_start                         the final cold start; its build record (sft_args.json,
@@ -29,7 +29,8 @@ the finished steps and continues an interrupted one (sft's own resume: ``train_s
 size or share into a folder built by another command stops with an error instead of mixing them.
 ``--time-budget-s S`` stops a run after S seconds, each step saving where it stands, so the recipe goes on over
 several runs of limited length (on one GPU: ``--time-budget-s 540`` per 10-minute run). ``--size tiny`` runs
-every step at a few samples and steps (a CPU check of the whole chain, about a minute)."""
+every step at a few samples and steps (a CPU check of the whole chain, about half a minute a recipe). The corpora
+go to the cache (``$PARAVT_CACHE``), as every build's do."""
 
 from __future__ import annotations
 
@@ -438,6 +439,9 @@ def build(plan: Plan, out: str | Path, rt: Runtime | None = None, command: str |
             print(f"[recipe] {plan.name}: already built ({final}); nothing to do", file=sys.stderr)
             return final
         Ledger.check(out / "base", plan.base_identity(), "a base")  # before anything is written here
+        for step in plan.base_steps() + steps:  # a setting no build takes stops the run now, not hours into it
+            if step.kind == "sft":
+                _sft_args(step, plan.seed, folder, folder, None, rt)
         ledger = Ledger(folder, plan.identity(), steps, f"the {plan.name} recipe")
         base = build_base(plan, out, rt)
         model = None
