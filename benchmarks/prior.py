@@ -75,35 +75,49 @@ def main(argv=None):
     if a.also_base:
         ckpts.update({f"{k}-base": str(Path(v).parent / "base") for k, v in list(ckpts.items())})
     results = {"episodes": a.episodes, "max_new_tokens": a.max_new_tokens, "device": a.device, "models": {}}
+    gating_budgets = tuple(int(x) for x in a.gating_budgets.split(",")) if a.gating_budgets else None
     for name, path in ckpts.items():
-        policy, wc = TransformersPolicy(path, device=a.device), world_config_of(path)
-        info = checkpoint_info(path)
-        trained = training_budgets(path)
-        k = a.k or max(trained)
-        gating_budgets = tuple(int(x) for x in a.gating_budgets.split(",")) if a.gating_budgets else trained
-        entry = {"checkpoint": path, "build": {k: info.get(k) for k in ("corpus", "corpus_stats", "stage1_seconds",
-                                                                       "stage2_seconds", "total_seconds")},
-                 "build_args": {k: info.get("args", {}).get(k) for k in ("preset", "stage1_steps", "stage2_steps",
-                                                                         "batch_size", "budgets", "device")},
-                 "k": k, "gating_budgets": list(gating_budgets), "settings": {}}
-        for label, temp, gating in SETTINGS:
-            if f"{label}/{'gating' if gating else 'K'}" not in wanted:
-                continue
-            key = f"{label}/{'gating' if gating else f'K{k}'}"
-            t = time.time()
-            s = summarize(rollouts(policy, wc, episodes=a.episodes, temperature=temp, gating=gating,
-                                   frame_budget=k, gating_budgets=gating_budgets,
-                                   max_new_tokens=a.max_new_tokens, batch_size=a.batch_size))
-            s["seconds"] = time.time() - t
-            entry["settings"][key] = s
-            print(name, key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in s.items()
-                              if k != "correct_by_family"}, flush=True)
-        if a.agreement_crops:
-            entry["subagent"] = subagent_agreement(policy, wc, crops=a.agreement_crops)
-            print(name, "subagent", {k: v for k, v in entry["subagent"].items() if k != "examples"}, flush=True)
-        results["models"][name] = entry
+        results["models"][name] = measure(path, wanted, episodes=a.episodes, max_new_tokens=a.max_new_tokens,
+                                          batch_size=a.batch_size, device=a.device, k=a.k,
+                                          gating_budgets=gating_budgets, agreement_crops=a.agreement_crops,
+                                          name=name)
     out = write_report(a.out, results, markdown(results))
     plot(results, Path(f"{out}.png"))
+
+
+def measure(path: str, wanted=("greedy/K", "t0.7/K"), *, episodes: int = 48, max_new_tokens: int = 96,
+            batch_size: int = 64, device: str = "cpu", k: int | None = None, gating_budgets=None,
+            agreement_crops: int = 0, name: str = "") -> dict:
+    """One checkpoint's entry of the results: the summary of its rollouts in each of the ``wanted`` settings
+    ("greedy/K", "t0.7/K", "greedy/gating", "t0.7/gating"; K is ``k``, default the largest training K; gating
+    draws from ``gating_budgets``, default the training set), with the sub-agent's agreement on
+    ``agreement_crops`` crops."""
+    policy, wc = TransformersPolicy(path, device=device), world_config_of(path)
+    info = checkpoint_info(path)
+    trained = training_budgets(path)
+    k = k or max(trained)
+    gating_budgets = tuple(gating_budgets or trained)
+    entry = {"checkpoint": path, "build": {k: info.get(k) for k in ("corpus", "corpus_stats", "stage1_seconds",
+                                                                   "stage2_seconds", "total_seconds")},
+             "build_args": {k: info.get("args", {}).get(k) for k in ("preset", "stage1_steps", "stage2_steps",
+                                                                     "batch_size", "budgets", "device")},
+             "k": k, "gating_budgets": list(gating_budgets), "settings": {}}
+    for label, temp, gating in SETTINGS:
+        if f"{label}/{'gating' if gating else 'K'}" not in wanted:
+            continue
+        key = f"{label}/{'gating' if gating else f'K{k}'}"
+        t = time.time()
+        s = summarize(rollouts(policy, wc, episodes=episodes, temperature=temp, gating=gating,
+                               frame_budget=k, gating_budgets=gating_budgets,
+                               max_new_tokens=max_new_tokens, batch_size=batch_size))
+        s["seconds"] = time.time() - t
+        entry["settings"][key] = s
+        print(name, key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in s.items()
+                          if k != "correct_by_family"}, flush=True)
+    if agreement_crops:
+        entry["subagent"] = subagent_agreement(policy, wc, crops=agreement_crops)
+        print(name, "subagent", {k: v for k, v in entry["subagent"].items() if k != "examples"}, flush=True)
+    return entry
 
 
 def contrast(results) -> list[dict]:

@@ -61,6 +61,13 @@ cold starts (``agents/lmm/checkpoints/tiny-{strong,weak}/``) are long continuati
 ``cold_start/sft_args.json`` records the steps, ``benchmarks/cold_start_lineage/README.md`` lists the last ones
 with their commands, and ``docs/models.md`` says what the shipped models measure.
 
+``--recipe strong|weak|fragile`` runs a whole chain of such builds, from a random init to a cold start, as one
+command (the steps and every value: ``trainers/supervised/recipe.py``; ``--recipe strong --help`` for its flags):
+
+    python trainers/sft.py --recipe strong --device cuda --out runs/recipe --time-budget-s 540   # again until done
+    python trainers/sft.py --recipe weak --device cuda --out runs/recipe     # on the same base, runs/recipe/base
+    python trainers/sft.py --recipe strong --size tiny --out runs/recipe_tiny   # every step tiny, on a CPU
+
     python trainers/sft.py --tool-prior strong --out checkpoints/strong                    # CPU demo
     python trainers/sft.py --preset gpu --tool-prior strong --out checkpoints/gpu-strong   # one H200
     python trainers/sft.py --preset gpu --tool-prior both --out checkpoints/gpu            # both priors,
@@ -128,6 +135,7 @@ def main(args: Args) -> Path:
     t_start = time.time()
     deadline = (args.deadline_unix if args.deadline_unix > 0 else
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
+    stop = min(deadline, args.stop_at_unix or math.inf)  # a hard stop only: the schedule does not see it
     check_args(args)
     if args.tool_prior == "both":
         return main_both(args, t_start, deadline)
@@ -202,7 +210,7 @@ def main(args: Args) -> Path:
         return out / "cold_start"
 
     if state is None or state["stage"] == "stage1":
-        r = train_stage(tr, s1, args, writer, deadline=deadline - 10.0 * math.isfinite(deadline),
+        r = train_stage(tr, s1, args, writer, deadline=min(deadline - 10.0 * math.isfinite(deadline), stop),
                         state=state, save_state=save, evaluate=evaluate)
         info.update(stage1_steps_done=r["steps"], stage1_seconds=r["seconds"], stage1_loss=r["history"]["loss"],
                     stage1_eval=r["history"]["eval"])
@@ -213,7 +221,7 @@ def main(args: Args) -> Path:
         save_checkpoint(str(out / "base"), model, tok, proc)
         state = None
         save("stage2", 0, 0.0, math.inf, torch.optim.AdamW(model.parameters()), {"loss": [], "eval": []})
-    r = train_stage(tr, s2, args, writer, deadline=deadline, state=state, save_state=save, evaluate=evaluate)
+    r = train_stage(tr, s2, args, writer, deadline=stop, state=state, save_state=save, evaluate=evaluate)
     info.update(stage2_steps_done=r["steps"], stage2_seconds=r["seconds"], stage2_loss=r["history"]["loss"],
                 stage2_eval=r["history"]["eval"], stage2_stopped=None)
     if r["stopped"]:
@@ -264,5 +272,15 @@ def main_both(args: Args, t_start: float, deadline: float) -> Path:
     return Path(args.out)
 
 
+def wants_recipe(argv) -> bool:
+    """The command builds a whole recipe (``--recipe``: trainers.supervised.recipe), not one build."""
+    return any(a == "--recipe" or a.startswith("--recipe=") for a in argv)
+
+
 if __name__ == "__main__":
-    main(parse_args())
+    if wants_recipe(sys.argv[1:]):
+        from trainers.supervised.recipe import main as recipe_main
+
+        recipe_main(sys.argv[1:])
+    else:
+        main(parse_args())

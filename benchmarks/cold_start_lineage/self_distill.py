@@ -25,11 +25,11 @@ if __name__ == "__main__" and not __package__:  # python benchmarks/cold_start_l
     sys.path.insert(0, str(ROOT))
 
 from trainers.para_grpo import Args  # noqa: E402
-from trainers.core import (Dist, evaluation_records, load_policy, play_episodes, resolve_model,  # noqa: E402
+from trainers.core import (Dist, evaluation_records, load_policy, resolve_model,  # noqa: E402
                            starting_build_record)
 from trainers.rollouts import episode_record, episode_stats, make_env  # noqa: E402
-from agents.lmm.corpus import NATIVE_OPENERS, pack_records, revoice_native, rollout_record  # noqa: E402
-from agents.lmm.policy import DEFAULT_PREFIX  # noqa: E402
+from trainers.supervised.self_distill import play, revoice_conversation, write_rows  # noqa: E402
+from agents.lmm.corpus import NATIVE_OPENERS  # noqa: E402
 from agents.lmm.tokenizer import SPECIAL_TOKENS, STRUCTURAL_TAGS  # noqa: E402
 
 PIN_T = 0.7
@@ -45,45 +45,6 @@ def native_opener_ids(tokenizer) -> list[int]:
     """The first token of every native-dialect think opener the cold starts were taught."""
     return sorted({tokenizer.encode(line, add_special_tokens=False)[0] for style in NATIVE_OPENERS.values()
                    for lines in style.values() for line in lines})
-
-
-def generated_spans(generated_mask) -> list[tuple[int, int]]:
-    """(start, end) of each run of generated tokens: one per assistant turn."""
-    spans, start = [], None
-    for i, g in enumerate(list(generated_mask) + [False]):
-        if g and start is None:
-            start = i
-        elif not g and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
-def revoice_conversation(conv, tokenizer, rng: np.random.Generator):
-    """`conv` with every assistant turn said again in the native dialect (``corpus.revoice_native``), the prompt,
-    frames and tool responses unchanged; None where a turn is not a whole ParaVT turn. The think prefix is forced,
-    so each generated span is the turn after it; a closing ``<|im_end|>`` the model wrote is kept."""
-    end = "<|im_end|>"
-    ids, mask, logprobs, cut, calls_before = [], [], [], 0, 0
-    for a, b in generated_spans(conv.generated_mask):
-        text = tokenizer.decode(conv.token_ids[a:b], skip_special_tokens=False)
-        closed = text.endswith(end)
-        body = text[: -len(end)] if closed else text
-        has_calls = "<tool_call>" in body
-        decision = "tool" if has_calls else "answer_after_tool" if calls_before else "direct"
-        native = revoice_native(DEFAULT_PREFIX + body, decision, rng)
-        if native is None or not native.startswith(DEFAULT_PREFIX):
-            return None
-        new = tokenizer.encode(native[len(DEFAULT_PREFIX):] + (end if closed else ""), add_special_tokens=False)
-        ids += conv.token_ids[cut:a] + new
-        mask += conv.generated_mask[cut:a] + [True] * len(new)
-        logprobs += conv.logprobs[cut:a] + [0.0] * len(new)
-        cut, calls_before = b, calls_before + has_calls
-    out = conv.copy()
-    out.token_ids = ids + conv.token_ids[cut:]
-    out.generated_mask = mask + conv.generated_mask[cut:]
-    out.logprobs = logprobs + conv.logprobs[cut:]
-    return out
 
 
 def scores(policy, convs, native_ids) -> list[dict]:
@@ -108,28 +69,6 @@ def scores(policy, convs, native_ids) -> list[dict]:
             row["native" + key] = torch.logsumexp(logp[:, native], -1)
         out.append({k: torch.cat([v.new_zeros(len(c) - n), v]) for k, v in row.items()})
     return out
-
-
-def play(policy, args, split: str, first: int, n: int, pool: int, temperature: float, seed: int):
-    """Rollouts of episodes first..first+n-1 of `split` (episode i: reset seed seed + i), `pool` at a time, the
-    sub-agent greedy."""
-    envs = [make_env(args, split, policy) for _ in range(min(pool, n))]
-    out = []
-    with torch.no_grad():
-        for _, rs in play_episodes(policy, envs, args, range(first, first + n), temperature=temperature,
-                                   sub_temperature=0.0, seed=seed):
-            out += rs
-            print(f"played {len(out)}/{n}", flush=True)
-    return out
-
-
-def write_rows(convs, folder: Path) -> None:
-    """The conversations as one corpus chunk (``agents.lmm.corpus.rollout_record``), written atomically."""
-    folder.mkdir(parents=True, exist_ok=True)
-    packed = pack_records([rollout_record(c.token_ids, c.generated_mask, c.images) for c in convs])
-    tmp = folder / "partial_chunk.npz"  # not chunk_*.npz: a killed write is never read as a chunk
-    np.savez_compressed(tmp, **packed)  # the frames are flat colours: about 20x smaller
-    tmp.replace(folder / "chunk_00000.npz")
 
 
 def evaluate(policy, args, first: int, n: int, temperature: float) -> dict:

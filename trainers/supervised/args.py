@@ -43,6 +43,10 @@ class Args:
                                                         "stop at the budget still saves"})
     deadline_unix: float = field(default=0.0, metadata={"help": "absolute stop time (unix seconds) instead of "
                                                         "--time-budget-s; --tool-prior both passes it to its builds"})
+    stop_at_unix: float = field(default=0.0, metadata={"help": "save the state and stop at this unix time, the "
+                                                      "schedule left as it is (0 = never): re-running the same "
+                                                      "command continues where it stopped. --time-budget-s and "
+                                                      "--deadline-unix instead fit the stages into the time"})
     stage2_share: float = field(default=0.12, metadata={"help": "share of the time left after the corpus kept for "
                                                         "stage 2 (with --time-budget-s)"})
     init_from: str = field(default="", metadata={"help": "start from these weights instead of a random init: a "
@@ -255,6 +259,7 @@ class Args:
                                                        "and unseen videos 0.71"})
     stage2_rows: str = field(default="", metadata={"help": "stage 2: one more part, read from a folder of corpus "
                                                  "chunks (chunk_*.npz), e.g. a model's own rollouts written by "
+                                                 "trainers.supervised.self_distill.play_rows (self-distillation) or "
                                                  "benchmarks/cold_start_lineage/self_distill.py --rows-out; trained "
                                                  "on, the rollouts of the start model hold the build near it"})
     stage2_rows_weight: float = field(default=1.0, metadata={"help": "--stage2-rows' sampling weight (1: as often as "
@@ -314,7 +319,7 @@ PRESETS = {
 
 # Fields that do not change what is learned (a resumed run may differ in them).
 RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "device", "workers", "progress",
-                  "time_budget_s", "deadline_unix", "checkpoint_every_s", "log_every", "eval_every", "eval_frames", "eval_crops",
+                  "time_budget_s", "deadline_unix", "stop_at_unix", "checkpoint_every_s", "log_every", "eval_every", "eval_frames", "eval_crops",
                   "eval_max_new_tokens",
                   "stage2_share")
 # Fields that decide the pre-rendered corpus (its folder name hashes them).

@@ -142,6 +142,18 @@ def resolve_corpus_dir(args: Args) -> Path:
 
 
 
+_TOKENIZERS: dict = {}
+
+
+def _tokenizer(args: Args):
+    """The BPE of ``args``' world and vocabulary size, trained once per process: every corpus of one world has the
+    same tokenizer (a build continues its parent only with it), and a chain of builds renders many corpora."""
+    key = (json.dumps(dataclasses.asdict(args.world()), sort_keys=True, default=str), args.vocab_size)
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = build_tokenizer(tokenizer_texts(args.world()), vocab_size=args.vocab_size)
+    return _TOKENIZERS[key]
+
+
 def prepare_corpus(args: Args, plan: dict, progress: bool = True):
     """(tokenizer, corpus folder, stats per part): the tokenizer (the same for both priors: it is
     trained on both dialects) and every chunk of ``plan``, rendered once into the corpus folder by
@@ -156,9 +168,8 @@ def prepare_corpus(args: Args, plan: dict, progress: bool = True):
         atomic_write_json(cdir / "data_args.json", {k: getattr(args, k) for k in DATA_FIELDS})
         tdir = cdir / "tokenizer"
         if not (tdir / "tokenizer.json").is_file():
-            tok = build_tokenizer(tokenizer_texts(args.world()), vocab_size=args.vocab_size)
             with staged_dir(tdir) as staged:
-                tok.save_pretrained(str(staged))
+                _tokenizer(args).save_pretrained(str(staged))
         tok = AutoTokenizer.from_pretrained(str(tdir), local_files_only=True)
         from agents.lmm.tokenizer import CHAT_TEMPLATE
         tok.chat_template = tok.chat_template or CHAT_TEMPLATE
@@ -239,7 +250,8 @@ def stage2_rows(folder: str) -> Records:
     """--stage2-rows: every chunk in ``folder``; a folder without chunks is an error, not an empty part."""
     path = Path(folder)
     if not path.is_dir() or not any(path.glob("chunk_*.npz")):
-        raise SystemExit(f"--stage2-rows {folder}: no chunk_*.npz there (write them with self_distill.py --rows-out)")
+        raise SystemExit(f"--stage2-rows {folder}: no chunk_*.npz there (write them with "
+                         "trainers.supervised.self_distill.play_rows or self_distill.py --rows-out)")
     return Records.load(path)
 
 
