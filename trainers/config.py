@@ -74,6 +74,10 @@ class GRPOArgs:
     fuse_projections: str = arg("", "with --rollout-backend hf-graph*: comma list of attention (one query/key/value "
                                     "product per layer) and mlp (one gate/up product) computed as one during decode "
                                     "steps, from a kept copy of those weights (at 7B bf16: 0.9 / 7.6 GB)")
+    keep_decode_caches: bool = arg(True, "the hf-static and hf-graph* samplers keep their KV caches (and recorded "
+                                         "graphs) from one step to the next; --no-keep-decode-caches frees them "
+                                         "before every update, whose activations then get that memory back, and "
+                                         "each step records its graphs again (about a second a shape at 3B)")
     fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
                             "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
                             "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
@@ -216,7 +220,11 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 REAL_MODEL_SETTINGS = {"crop_max_frames": (16, "the paper's crops hold up to 16 frames"),
                        "max_new_tokens": (2048, "the paper's turns are up to 2048 new tokens"),
                        "subagent_max_new_tokens": (512, "the paper cuts tool responses at 512 tokens"),
-                       "subagent_frames_per_pass": ("0", "the paper's sub-agent looks at a crop in one pass")}
+                       "subagent_frames_per_pass": ("0", "the paper's sub-agent looks at a crop in one pass"),
+                       "micro_batch_tokens": (32768, "rollouts of 10-40k tokens: at most 32k padded tokens in a "
+                                                     "forward/backward chunk, so a chunk's activations stay bounded"),
+                       "keep_decode_caches": (False, "the samplers' KV caches of such rollouts take GBs that the "
+                                                     "update needs")}
 FRAME_SIDE_CAP = 448
 
 
@@ -256,9 +264,17 @@ def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
     if frame is not None:
         settings["frame_size"] = frame
     settings = {k: v for k, v in settings.items() if k not in given}
-    notes = [f"--{k.replace('_', '-')} {value}: {why} (a model other than this project's tiny builds)"
+    notes = [f"{_flag(k, value)}: {why} (a model other than this project's tiny builds)"
              for k, (value, why) in settings.items()]
     return {k: value for k, (value, _) in settings.items()}, notes
+
+
+def _flag(name: str, value) -> str:
+    """How a command line sets `name` to `value`: --x 3, --x / --no-x for a boolean."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
 
 
 def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):

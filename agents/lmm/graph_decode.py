@@ -123,6 +123,11 @@ class KeptCaches:
     def __len__(self):
         return len(self.entries)
 
+    def clear(self) -> None:
+        """Drop every kept cache and its recorded graphs: their memory goes back to the allocator."""
+        self.entries.clear()
+        self.graph_pool = None
+
     def round_up(self, length: int) -> int:
         return max(1, -(-length // self.block)) * self.block
 
