@@ -264,12 +264,12 @@ def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
     if frame is not None:
         settings["frame_size"] = frame
     settings = {k: v for k, v in settings.items() if k not in given}
-    notes = [f"{_flag(k, value)}: {why} (a model other than this project's tiny builds)"
+    notes = [f"{flag_text(k, value)}: {why} (a model other than this project's tiny builds)"
              for k, (value, why) in settings.items()]
     return {k: value for k, (value, _) in settings.items()}, notes
 
 
-def _flag(name: str, value) -> str:
+def flag_text(name: str, value) -> str:
     """How a command line sets `name` to `value`: --x 3, --x / --no-x for a boolean."""
     flag = name.replace("_", "-")
     if isinstance(value, bool):
