@@ -742,11 +742,16 @@ def _load_models(args, dist: Dist, device: torch.device):
                          if args.rollout_backend.startswith("hf-") else "dynamic",
                          args.decode_attention, fused_kinds(args))
     model = policy.model
+    if not args.keep_decode_caches:
+        policy.kept_caches.max_kept = 1
     ref_model = None
     if args.kl_coef != 0:
         ref_model = copy.deepcopy(model).eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
+        if args.reference_dtype == "bf16":  # its parameters: buffers such as the rotary tables stay fp32
+            for p in ref_model.parameters():
+                p.data = p.data.to(torch.bfloat16)
     prepare_model(model, args)
     if args.fsdp:  # sharded before the optimizer exists, so its state is sharded too
         distributed.shard(model, args)
