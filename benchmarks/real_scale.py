@@ -20,8 +20,9 @@ What runs: for each P of --prompts, smallest first, one process runs trainers/pa
 4,8,16,32,64), up to 3 turns of up to 2048 new tokens, up to 5 parallel crops of up to 16 frames at 1 fps each
 answered by the policy as its sub-agent in up to 512 tokens, frames of the side the model's processor takes
 (448 px: 256 visual tokens a frame for Qwen2.5-VL, 196 for Qwen3-VL), --dtype bf16 (fp32 master weights and
-AdamW state), --gradient-checkpointing, the frozen reference for the KL term, --rollout-backend (hf-graph by
-default). Random weights never write a call or an answer, so the run is made to take the paper's most: each
+AdamW state), --gradient-checkpointing, the frozen reference for the KL term in bf16 (--reference-dtype bf16; give
+-- --reference-dtype fp32 for the trainer's default), --rollout-backend (hf-graph by default), and the settings that
+follow a model other than the tiny builds (32k-token update chunks, decode caches freed before the update). Random weights never write a call or an answer, so the run is made to take the paper's most: each
 main-agent turn opens with --calls crop calls (a forced prefix, like the think prefix: context, not trained), and
 sampling is kept to plain text tokens (no end of turn, tag or id past the tokenizer: their logits are set to
 -1e9, in training too). Every rollout then makes 3 turns of 2048 sampled tokens, 5 crops of 16 frames in each of
@@ -92,8 +93,8 @@ def parse(argv=None):
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-vl-3b")
-    p.add_argument("--tiny", action="store_true", help="CPU smoke run: the tiny-qwen2.5-vl shape, short video, "
-                                                       "short turns, fp32")
+    p.add_argument("--tiny", action="store_true", help="CPU smoke run: a tiny-* shape (tiny-qwen2.5-vl unless "
+                                                       "--shape names one), short video, short turns, fp32")
     p.add_argument("--prompts", default=None, help="prompts per step P to try, smallest first (default 1,2,4,7; "
                                                    "--tiny: 1)")
     p.add_argument("--steps", type=int, default=2, help="steps per P (the first is a warm-up)")
@@ -124,9 +125,9 @@ def parse(argv=None):
     a = p.parse_args(argv)
     if a.child:
         return a
-    if a.tiny:
+    if a.tiny and not a.shape.startswith("tiny"):
         a.shape = "tiny-qwen2.5-vl"
-    tiny = a.shape.startswith("tiny")
+    a.tiny = tiny = a.shape.startswith("tiny")
     a.device = a.device or ("cuda" if torch.cuda.is_available() and not a.tiny else "cpu")
     defaults = dict(prompts="1" if tiny else "1,2,4,7", calls=2 if tiny else 5, minutes=1.0 if tiny else 20.0,
                     video_side=56 if tiny else 448, sft_steps=3 if tiny else 20,
@@ -185,7 +186,7 @@ def trainer_argv(a, data: dict, prompts: int, run_name: str) -> list[str]:
                  "--max-new-tokens", "8", "--subagent-max-new-tokens", "4", "--micro-batch-tokens", "2048",
                  "--dtype", "fp32", "--torch-threads", "2"]
     else:  # the frame size, 16-frame crops, 2048/512-token turns and the chunk cap follow the model
-        argv += ["--group-size", "8", "--dtype", "bf16"]
+        argv += ["--group-size", "8", "--dtype", "bf16", "--reference-dtype", "bf16"]
     return argv + list(a.extra)
 
 
