@@ -340,6 +340,7 @@ def compare_samplers(a, data: dict) -> dict:
             if b in GRAPH_BACKENDS else {}
         inner = TransformersPolicy(base.model, base.tokenizer, base.image_processor, device=device,
                                    generation_cache=cache, **kw)
+        inner.kept_caches.max_kept = 1  # as the trainer keeps them at this scale (--no-keep-decode-caches)
         policies[b] = ForcedCalls(inner, a.calls, window, data["duration"], suppress=not policies)
         envs[b] = [make_env(args, "train", policies[b], dataset=train_ds)
                    for _ in range(prompts * args.group_size)]
@@ -404,6 +405,9 @@ def sft_measure(a, data: dict) -> dict:
         argv += ["--frame-size", str(a.video_side), "--crop-max-frames", "4", "--budgets", "4", "--stage2-tool", "4",
                  "--stage2-direct", "2", "--stage2-frame", "2", "--stage2-caption", "2", "--stage1-tool", "2",
                  "--batch-size", "2", "--threads", "2"]
+    else:  # enough samples for the steps: the corpus at 448 px is 0.6 MB a frame
+        argv += ["--stage2-tool", "64", "--stage2-direct", "32", "--stage2-frame", "16", "--stage2-caption", "16",
+                 "--stage1-tool", "32", "--workers", str(min(8, os.cpu_count() or 1))]
     args = sft.parse_args(argv)
     import shutil
 

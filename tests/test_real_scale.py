@@ -23,23 +23,30 @@ def _rollouts(policy, n=3):
 
 def test_chunked_log_probs_equal_one_pass_and_give_the_same_gradients(policy, monkeypatch):
     """A large vocabulary's log-probs come in chunks of scored positions, each recomputed in the backward pass:
-    the same log-probs, entropies and gradients as one pass over every position."""
+    the same log-probs, entropies and gradients as one pass over every position, with the layers' activation
+    checkpointing on too."""
     convs = _rollouts(policy)
-    out = {}
-    for chunk in (core.LOGPROB_CHUNK_VALUES, 5 * policy.model.get_output_embeddings().weight.shape[0]):
+    small = 5 * policy.model.get_output_embeddings().weight.shape[0]
+    out = []
+    for chunk, checkpointing in ((core.LOGPROB_CHUNK_VALUES, False), (small, False), (small, True)):
         monkeypatch.setattr(core, "LOGPROB_CHUNK_VALUES", chunk)
+        if checkpointing:
+            policy.model.activation_checkpointing_enable({"use_reentrant": False})
         policy.model.zero_grad(set_to_none=True)
         lps, ents = core.sequence_logprobs(policy.model, policy, convs, want_entropy=True)
         sum(lp.sum() for lp in lps).backward()
         grads = {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
-        out[chunk] = [x.detach() for x in lps], [x.detach() for x in ents], grads
-    (lp0, e0, g0), (lp1, e1, g1) = out.values()
-    for a, b in zip(lp0 + e0, lp1 + e1):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
-    assert g0.keys() == g1.keys() and any("lm_head" in k or "embed_tokens" in k for k in g0)
-    for k in g0:
-        torch.testing.assert_close(g1[k], g0[k], rtol=1e-5, atol=1e-7)
+        out.append(([x.detach() for x in lps], [x.detach() for x in ents], grads))
+    policy.model.activation_checkpointing_disable()
     policy.model.zero_grad(set_to_none=True)
+    lp0, e0, g0 = out[0]
+    assert any("lm_head" in k or "embed_tokens" in k for k in g0)
+    for lp1, e1, g1 in out[1:]:
+        for a, b in zip(lp0 + e0, lp1 + e1):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+        assert g0.keys() == g1.keys()
+        for k in g0:
+            torch.testing.assert_close(g1[k], g0[k], rtol=1e-5, atol=1e-7)
 
 
 def test_a_bf16_reference_holds_bf16_weights_and_fp32_rotary_tables(tiny_dir):
