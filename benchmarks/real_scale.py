@@ -52,11 +52,13 @@ kept caches are dropped after its round, as the trainer does at this scale (--no
 the model's chat template, bf16 autocast, activation checkpointing, vision tower frozen) for --sft-steps steps:
 seconds per step, tokens per second, peak memory.
 
-Time on one H100 / H200 (estimates, not yet measured), each within a 10-minute call:
-  qwen2.5-vl-3b, --prompts 1 --steps 2: building the model and videos ~2 min (once), then ~2-3 min a step;
-  --prompts 2: ~4 min a step (one P per call); --compare-samplers hf,hf-graph --rounds 2 --prompts 1: ~6 min;
-  --sft --sft-steps 20: corpus ~1 min, ~5 s a step. qwen2.5-vl-7b does not fit one GPU with AdamW in fp32
-  (~122 GB of weights, gradients and optimizer state): run it over several GPUs with -- --fsdp under torchrun.
+Time on one H100 / H200 (rough estimates, not yet measured; the first call on a machine also builds the 3B folder
+and the videos, about 2 minutes; each run loads the model, about a minute):
+  qwen2.5-vl-3b --prompts 1 (2 steps of ~2-3 min): ~6-8 min;   --prompts 2 --steps 1: ~6 min;
+  --compare-samplers hf,hf-graph --rounds 1: ~7 min (stock generate alone ~4 min a round at 2048-token turns);
+  --compare-samplers hf-graph,hf-graph-compiled --rounds 2: ~7 min;   --sft: ~4 min.
+  Each fits a 10-minute call; a larger P or more steps may not. qwen2.5-vl-7b does not fit one GPU with AdamW in
+  fp32 (~122 GB of weights, gradients and optimizer state).
 --tiny: the tiny-qwen2.5-vl shape (2 layers, a 2-block vision tower) on a one-minute 56 px video, 2 steps of 1
 prompt x G = 2 with 2 calls a turn and short turns, fp32 on the CPU, the samplers that run on a CPU compared, and a
 short cold start.
@@ -66,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -440,7 +441,8 @@ def markdown(res: dict) -> str:
     lines = [f"PARA-GRPO at real scale: {m['shape']} ({_count(n['language'])} language + {_count(n['vision'])} "
              f"vision parameters, random weights) on {m['device_name']}, {m['videos']} videos of {m['minutes']:g} min "
              f"({m['video_side']} px, {m['fps']:g} fps, H.264), K from {m['budgets']}, {m['calls']} forced calls a "
-             f"turn, sampler {m['rollout_backend']}; means over the steps after the first.", ""]
+             f"turn, sampler {m['rollout_backend']}; means over the steps after the first; MFU against "
+             f"{m['peak_tflops_per_device'] or 'no'} TFLOP/s a device.", ""]
     if res.get("rows"):
         lines += ["| P | sequences | status | s/step | main gen s | sub gen s | env s | update s | ref fwd s | "
                   "log-prob fwd s | backward s | optimizer s | visual tok/rollout | text tok/rollout | main context | "

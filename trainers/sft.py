@@ -172,6 +172,9 @@ def main(args: Args) -> Path:
     t_corpus = time.time() - t_start
     proc = build_image_processor()
     model = build_base(args, tok)
+    from trainers.core import prepare_model
+
+    prepare_model(model, args)  # --freeze-vision, --gradient-checkpointing
     tr = Trainee(model, tok, proc, args.device, fast=args.fast, answer_weight=args.answer_weight)
     if not tr.fast and tr.device.type == "cuda":
         print("[sft] agents.lmm.fast_qwen is not available (or --no-fast): the stock forward and the PIL image "
