@@ -69,6 +69,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -269,6 +270,7 @@ def run_prompts(a, data: dict, prompts: int) -> dict:
     run.mkdir(parents=True, exist_ok=True)
     spec, result = run / f"p{prompts}.spec.json", run / f"p{prompts}.result.json"
     result.unlink(missing_ok=True)
+    shutil.rmtree(run / f"p{prompts}", ignore_errors=True)  # an earlier measurement's run folder
     bench = {k: getattr(a, k) for k in ("tiny", "calls")}
     spec.write_text(json.dumps({"argv": trainer_argv(a, data, prompts, f"p{prompts}"), "data": data, "bench": bench,
                                 "result": str(result)}))
@@ -410,8 +412,6 @@ def sft_measure(a, data: dict) -> dict:
         argv += ["--stage2-tool", "64", "--stage2-direct", "32", "--stage2-frame", "16", "--stage2-caption", "16",
                  "--stage1-tool", "32", "--workers", str(min(8, os.cpu_count() or 1))]
     args = sft.parse_args(argv)
-    import shutil
-
     shutil.rmtree(out / "cold_start", ignore_errors=True)  # measured afresh, never resumed
     for name in ("sft_args.json", "train_state.pt"):
         (out / name).unlink(missing_ok=True)
