@@ -1,10 +1,11 @@
 """Export synthetic episodes as real mp4 files plus ``episodes.jsonl``.
 
-    python -m paravt_env.export --out DIR --n N --seed S [--split test] [--fps 2]
+    python -m paravt_env.export --out DIR --n N --seed S [--split test] [--fps 2] [--release-format]
 
-The JSONL follows the schema the file source reads (see README), so an export read back
-through :class:`~paravt_env.sources.FileDataset` gives the same questions, and frames decoded
-at time t match the world's render of t within codec tolerance.
+The JSONL follows the schema the file source reads (see README), or with ``--release-format`` the ParaVT
+release's rows (``prompt`` / ``videos`` / ``extra_info``), so an export read back through
+:class:`~paravt_env.sources.FileDataset` gives the same questions, and frames decoded at time t match the
+world's render of t within codec tolerance.
 """
 
 from __future__ import annotations
@@ -48,9 +49,24 @@ def write_video(video: SyntheticVideo, path: Path, fps: float = 2.0, size=(240, 
             container.mux(packet)
 
 
+# our answer types -> the release's question_type
+RELEASE_TYPES = {"mcq": "mcq", "grounding": "tvg", "open": "oe"}
+
+
+def release_row(question, video: str) -> dict:
+    """``question`` about ``video`` as a ParaVT release row: the prompt's user message with the ``<video>`` marker
+    and the lettered options, ``videos``, and ``extra_info`` (JSON text) holding the answer and question type."""
+    info = {"id": question.id, "answer": question.answer, "question_type": RELEASE_TYPES[question.answer_type],
+            "family": question.family, "evidence": [list(w) for w in question.evidence]}
+    return {"prompt": [{"role": "user", "content": "<video>\n" + question.prompt()}], "videos": [{"video": video}],
+            "extra_info": json.dumps(info)}
+
+
 def export(out: str | Path, n: int, seed: int = 0, split: str = "test", fps: float = 2.0,
-           size=(240, 320), duration: float | None = None, codec: str = "libx264") -> Path:
-    """Write the first ``n`` episodes of a split; returns the path of ``episodes.jsonl``."""
+           size=(240, 320), duration: float | None = None, codec: str = "libx264",
+           release_format: bool = False) -> Path:
+    """Write the first ``n`` episodes of a split (rows in the release's shape with ``release_format``); returns
+    the path of ``episodes.jsonl``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dataset = SyntheticDataset(split=split, seed=seed, size=n, duration=duration)
@@ -63,7 +79,8 @@ def export(out: str | Path, n: int, seed: int = 0, split: str = "test", fps: flo
         if index not in written:
             write_video(episode.source.video, out / name, fps=fps, size=size, codec=codec)
             written.add(index)
-        rows.append({**episode.question.to_dict(), "video": name})
+        rows.append(release_row(episode.question, name) if release_format
+                    else {**episode.question.to_dict(), "video": name})
     path = out / "episodes.jsonl"
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:
@@ -82,6 +99,8 @@ def main(argv=None) -> None:
     p.add_argument("--width", type=int, default=320)
     p.add_argument("--duration", type=float, default=None, help="seconds per video (default: world's)")
     p.add_argument("--codec", default="libx264", help="PyAV encoder, e.g. libx264, mpeg4, libsvtav1")
+    p.add_argument("--release-format", action="store_true", help="rows in the ParaVT release's shape "
+                                                                 "(prompt / videos / extra_info)")
     a = p.parse_args(argv)
     if a.n < 1:
         p.error("--n must be at least 1")
@@ -95,7 +114,7 @@ def main(argv=None) -> None:
         p.error(f"--height/--width: {exc}")
     if a.height % 2 or a.width % 2:
         p.error("--height and --width must be even (yuv420p)")
-    path = export(a.out, a.n, a.seed, a.split, a.fps, (a.height, a.width), a.duration, a.codec)
+    path = export(a.out, a.n, a.seed, a.split, a.fps, (a.height, a.width), a.duration, a.codec, a.release_format)
     print(f"wrote {path}")
 
 

@@ -74,6 +74,14 @@ class GRPOArgs:
     fuse_projections: str = arg("", "with --rollout-backend hf-graph*: comma list of attention (one query/key/value "
                                     "product per layer) and mlp (one gate/up product) computed as one during decode "
                                     "steps, from a kept copy of those weights (at 7B bf16: 0.9 / 7.6 GB)")
+    keep_decode_caches: bool = arg(True, "the hf-static and hf-graph* samplers keep up to 4 KV caches (and their "
+                                         "recorded graphs) from one call and step to the next; "
+                                         "--no-keep-decode-caches keeps only the latest call's and frees it before "
+                                         "every update, whose activations then get that memory back (each new "
+                                         "shape records its graph again: about a second at 3B)")
+    reference_dtype: str = arg("fp32", "weights of the frozen reference model: fp32, or bf16 with --dtype bf16 (its "
+                                       "forward runs under bf16 autocast either way; half the memory: 7.5 GB less "
+                                       "at 3B)", ("fp32", "bf16"))
     fsdp: bool = arg(False, "shard the policy, the reference and the optimizer state over the processes with FSDP2 "
                             "(torchrun; gloo on CPU, nccl on GPUs) instead of DDP; checkpoints are saved sharded "
                             "(torch.distributed.checkpoint), final_model as one plain folder; rollouts gather the "
@@ -216,7 +224,11 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefa
 REAL_MODEL_SETTINGS = {"crop_max_frames": (16, "the paper's crops hold up to 16 frames"),
                        "max_new_tokens": (2048, "the paper's turns are up to 2048 new tokens"),
                        "subagent_max_new_tokens": (512, "the paper cuts tool responses at 512 tokens"),
-                       "subagent_frames_per_pass": ("0", "the paper's sub-agent looks at a crop in one pass")}
+                       "subagent_frames_per_pass": ("0", "the paper's sub-agent looks at a crop in one pass"),
+                       "micro_batch_tokens": (32768, "rollouts of 10-40k tokens: at most 32k padded tokens in a "
+                                                     "forward/backward chunk, so a chunk's activations stay bounded"),
+                       "keep_decode_caches": (False, "the samplers' KV caches of such rollouts take GBs that the "
+                                                     "update needs")}
 FRAME_SIDE_CAP = 448
 
 
@@ -256,9 +268,17 @@ def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
     if frame is not None:
         settings["frame_size"] = frame
     settings = {k: v for k, v in settings.items() if k not in given}
-    notes = [f"--{k.replace('_', '-')} {value}: {why} (a model other than this project's tiny builds)"
+    notes = [f"{flag_text(k, value)}: {why} (a model other than this project's tiny builds)"
              for k, (value, why) in settings.items()]
     return {k: value for k, (value, _) in settings.items()}, notes
+
+
+def flag_text(name: str, value) -> str:
+    """How a command line sets `name` to `value`: --x 3, --x / --no-x for a boolean."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
 
 
 def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
@@ -346,7 +366,10 @@ def validate_args(args) -> None:
             args.eval_first_episode + args.eval_episodes > args.dataset_size:
         raise ValueError(f"--eval-first-episode {args.eval_first_episode} + --eval-episodes {args.eval_episodes} is "
                          f"more than the {args.dataset_size} episodes of the validation split (--dataset-size)")
-    for name, allowed in (("dtype", ("fp32", "bf16")), ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
+    if args.reference_dtype == "bf16" and args.dtype != "bf16":
+        raise ValueError("--reference-dtype bf16 needs --dtype bf16 (its forward runs under bf16 autocast)")
+    for name, allowed in (("dtype", ("fp32", "bf16")), ("reference_dtype", ("fp32", "bf16")),
+                          ("lr_schedule", LR_SCHEDULES), ("anchor_mode", ANCHOR_MODES)):
         if getattr(args, name) not in allowed:
             raise ValueError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got {getattr(args, name)!r}")
     for name in ("source", "eval_source"):

@@ -50,6 +50,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+import torch.utils.checkpoint
 
 from trainers import distributed, run_state
 from trainers.algos import (anchor_loss, compute_advantages, get_anchor_mode, grpo_token_loss,  # noqa: F401
@@ -204,27 +205,62 @@ def gather_records(records: list[dict], dist: Dist) -> list[dict]:
 # ============================================================================================
 # the update
 # ============================================================================================
+# Scored positions whose vocabulary-wide log-softmax is held at once: about 2**28 values (1 GiB in fp32), so a
+# 151k-token vocabulary over a 10k-token completion never needs its full (tokens x vocabulary) logits.
+LOGPROB_CHUNK_VALUES = 2**28
+
+
 def sequence_logprobs(model, policy, convs: Sequence, want_entropy: bool = False):
     """Log-probs of every token of each conversation under `model` (a raw HF module or its DDP
     wrapper), aligned with conv.token_ids (0 before the first generated token), at each
-    conversation's sampling temperature; optionally the per-position entropy."""
+    conversation's sampling temperature; optionally the per-position entropy.
+
+    The model's forward returns its last hidden states (its output layer set aside for the call); the output
+    layer then runs on the scored positions in chunks of LOGPROB_CHUNK_VALUES logits, each recomputed in the
+    backward pass when there are several, so memory does not grow with tokens x vocabulary."""
     firsts = [next((i for i, g in enumerate(c.generated_mask) if g), len(c) - 1) for c in convs]
     firsts = [max(f, 1) for f in firsts]
     tails = [len(c) - f for c, f in zip(convs, firsts)]
     batch = policy._batch([c.token_ids for c in convs], convs)
     keep = max(tails) + 1
-    logits = model(**batch, use_cache=False, logits_to_keep=keep).logits.float()
-    lps, ents = [], []
-    for i, (c, n) in enumerate(zip(convs, tails)):
-        step = logits[i, keep - 1 - n: keep - 1] / c.temperature
-        logsm = torch.log_softmax(step, -1)
-        target = torch.tensor(c.token_ids[len(c) - n:], device=logits.device, dtype=torch.long)
-        lp = logsm.gather(1, target[:, None]).squeeze(1)
-        lps.append(torch.cat([lp.new_zeros(len(c) - n), lp]))
+    module = getattr(model, "module", model)  # DDP wraps the model: its output layer is the module's
+    head = module.get_output_embeddings()
+    module.set_output_embeddings(torch.nn.Identity())
+    try:
+        hidden = model(**batch, use_cache=False, logits_to_keep=keep).logits
+    finally:
+        module.set_output_embeddings(head)
+    # with left padding every row ends at the last column: position j predicts token j + 1
+    scored = torch.cat([hidden[i, keep - 1 - n: keep - 1] for i, n in enumerate(tails)])
+    device = scored.device
+    targets = torch.tensor([t for c, n in zip(convs, tails) for t in c.token_ids[len(c) - n:]], dtype=torch.long,
+                           device=device)
+    temps = torch.tensor([c.temperature for c, n in zip(convs, tails) for _ in range(n)], dtype=torch.float32,
+                         device=device)
+    step = max(1, LOGPROB_CHUNK_VALUES // head.weight.shape[0])
+    recompute = torch.is_grad_enabled() and len(targets) > step
+
+    def chunk_logprobs(h, target, temp):
+        logsm = torch.log_softmax(head(h).float() / temp[:, None], -1)
+        ent = None
         if want_entropy:
             with torch.no_grad():
                 ent = -(logsm.exp() * logsm).sum(-1)
-            ents.append(torch.cat([ent.new_zeros(len(c) - n), ent]))
+        return logsm.gather(1, target[:, None]).squeeze(1), ent
+
+    parts = []
+    for lo in range(0, len(targets), step):
+        args = (scored[lo:lo + step], targets[lo:lo + step], temps[lo:lo + step])
+        parts.append(torch.utils.checkpoint.checkpoint(chunk_logprobs, *args, use_reentrant=False)
+                     if recompute else chunk_logprobs(*args))
+    lp_all = torch.cat([p[0] for p in parts])
+    ent_all = torch.cat([p[1] for p in parts]) if want_entropy else None
+    lps, ents, at = [], [], 0
+    for c, n in zip(convs, tails):
+        lps.append(torch.cat([lp_all.new_zeros(len(c) - n), lp_all[at:at + n]]))
+        if want_entropy:
+            ents.append(torch.cat([ent_all.new_zeros(len(c) - n), ent_all[at:at + n]]))
+        at += n
     return lps, ents
 
 
@@ -264,11 +300,13 @@ def _chunks(seqs: list[TrainSeq], size: int, max_padded_tokens: int | None = Non
 
 
 def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[TrainSeq], args, dist: Dist,
-                struct_ids: Sequence[int] = ()) -> dict[str, float]:
+                struct_ids: Sequence[int] = (), timer: Timer | None = None) -> dict[str, float]:
     """One GRPO update on `seqs`: token-mean of the PPO-clip + KL loss over every generated token of
     every sequence (all processes together), plus the anchor mode's loss term when it has one (--anchor-mode
-    logprob: minus lambda * mean structural log-prob). Gradients are all-reduced by DDP when it wraps the model."""
+    logprob: minus lambda * mean structural log-prob). Gradients are all-reduced by DDP when it wraps the model.
+    `timer` adds the seconds of its parts: logprob_forward, reference_forward, loss_backward, optimizer."""
     device = policy.device
+    timer = timer or Timer()
     fwd = ddp_model if ddp_model is not None else model
     n_tokens = sum(sum(s.conv.generated_mask) for s in seqs)
     n_struct = sum(sum(structural_mask(s.conv.token_ids, s.conv.generated_mask, struct_ids)) for s in seqs)
@@ -295,10 +333,11 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
             ctx = ddp_model.no_sync() if (ddp_model is not None and not sync) else _null()
             with ctx:
                 with autocast(args, device):
-                    lps, ents = sequence_logprobs(fwd, policy, convs, want_entropy=(epoch == 0))
+                    with timer("logprob_forward"):
+                        lps, ents = sequence_logprobs(fwd, policy, convs, want_entropy=(epoch == 0))
                     if args.kl_coef != 0 and ref_model is not None:
                         if ci not in ref_cache:
-                            with torch.no_grad():
+                            with torch.no_grad(), timer("reference_forward"):
                                 ref_cache[ci] = [x.detach() for x in sequence_logprobs(ref_model, policy, convs)[0]]
                         refs = ref_cache[ci]
                     else:
@@ -326,20 +365,25 @@ def grpo_update(model, ddp_model, ref_model, policy, optimizer, seqs: list[Train
                         sums["tokens_later"] += float(mask.sum())
                 if dummy:
                     total = total * 0.0
-                (total * dist.world).backward()  # DDP averages over processes -> global token mean
+                with timer("loss_backward"):
+                    (total * dist.world).backward()  # DDP averages over processes -> global token mean
                 if not dummy:
                     sums["loss"] += float(total.detach()) * dist.world  # the mean over processes is then the global loss
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
-                                                   args.max_grad_norm)
-        if hasattr(grad_norm, "full_tensor"):  # --fsdp: a DTensor over the shards
-            grad_norm = grad_norm.full_tensor()
-        optimizer.step()
+                    if epoch == 0:
+                        sums["forward_tokens"] += float(sum(len(c) for c in convs))
+        with timer("optimizer"):
+            grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                                       args.max_grad_norm)
+            if hasattr(grad_norm, "full_tensor"):  # --fsdp: a DTensor over the shards
+                grad_norm = grad_norm.full_tensor()
+            optimizer.step()
         sums["grad_norm"] = float(grad_norm)
     tok = max(sums["tokens"], 1.0)
     clip_fraction = (sums["clipped_later"] / max(sums["tokens_later"], 1.0) if args.update_epochs > 1
                      else sums["clipped"] / tok)
     return {"loss": sums["loss"] / args.update_epochs, "kl": sums["kl"] / tok, "clip_fraction": clip_fraction,
-            "entropy": sums["entropy"] / tok, "grad_norm": sums["grad_norm"], "trained_tokens": sums["tokens"]}
+            "entropy": sums["entropy"] / tok, "grad_norm": sums["grad_norm"], "trained_tokens": sums["tokens"],
+            "forward_tokens": sums["forward_tokens"]}
 
 
 class _null:
@@ -700,11 +744,16 @@ def _load_models(args, dist: Dist, device: torch.device):
                          if args.rollout_backend.startswith("hf-") else "dynamic",
                          args.decode_attention, fused_kinds(args))
     model = policy.model
+    if not args.keep_decode_caches:
+        policy.kept_caches.max_kept = 1
     ref_model = None
     if args.kl_coef != 0:
         ref_model = copy.deepcopy(model).eval()
         for p in ref_model.parameters():
             p.requires_grad_(False)
+        if args.reference_dtype == "bf16":  # its parameters: buffers such as the rotary tables stay fp32
+            for p in ref_model.parameters():
+                p.data = p.data.to(torch.bfloat16)
     prepare_model(model, args)
     if args.fsdp:  # sharded before the optimizer exists, so its state is sharded too
         distributed.shard(model, args)
@@ -825,8 +874,11 @@ def _train_step(loop: _Loop, step: int, bad_videos: BadVideos) -> bool:
     """Step `step`: rollouts, the update, its metrics (an evaluation too when due) logged, a checkpoint when
     due. True, on every process, when a callback asks to stop."""
     args, dist = loop.args, loop.dist
+    cuda = loop.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(loop.device)
     t0 = time.perf_counter()
-    timer = Timer()
+    timer = Timer(sync=(lambda: torch.cuda.synchronize(loop.device)) if cuda else None)
     rollouts, groups = _collect(loop, step, timer, bad_videos)
     adv, upd, lr = _update(loop, step, rollouts, groups, timer)
     metrics = _step_metrics(loop, rollouts, groups, adv, upd, lr, timer, bad_videos, t0)
@@ -882,10 +934,14 @@ def _update(loop: _Loop, step: int, rollouts: list[Rollout], groups: list[int], 
     lr = lr_at(step, args)
     for group in loop.optimizer.param_groups:
         group["lr"] = lr
-    with timer("backward"):  # learning rate 0 measures the starting policy (the sweep's cold_start row)
+    kept = getattr(loop.policy, "kept_caches", None)
+    if not args.keep_decode_caches and kept is not None:
+        kept.clear()
+    with timer("backward"):  # the whole update; learning rate 0 measures the starting policy (the sweep's cold_start row)
         upd = (grpo_update(loop.model, loop.ddp_model, loop.ref_model, loop.policy, loop.optimizer, seqs, args, dist,
-                           loop.struct_ids)
+                           loop.struct_ids, timer)
                if args.learning_rate > 0 else {})
+        loop.optimizer.zero_grad(set_to_none=True)  # the gradients' memory goes back to the next rollouts
         if args.learning_rate > 0 and hasattr(loop.policy, "sync_weights"):
             loop.policy.sync_weights()  # the vLLM engine samples the next step from the updated weights
     return adv, upd, lr
@@ -907,6 +963,13 @@ def _step_metrics(loop: _Loop, rollouts: list[Rollout], groups: list[int], adv, 
     metrics["train/reward_std_in_group"] = float(np.mean(spread_in_group))
     metrics["train/main_tokens_per_rollout"] = float(np.mean([r.main_tokens for r in rollouts]))
     metrics["train/sub_tokens_per_rollout"] = float(np.mean([r.sub_tokens for r in rollouts]))
+    # what the rollouts cost the model: every token of the main agent's conversation and of its sub-agents' ones
+    image_id = loop.policy.image_token_id
+    visual = [sum(t == image_id for c in [r.conv, *r.sub_convs] for t in c.token_ids) for r in rollouts]
+    total = [sum(len(c) for c in [r.conv, *r.sub_convs]) for r in rollouts]
+    metrics["train/visual_tokens_per_rollout"] = float(np.mean(visual))
+    metrics["train/text_tokens_per_rollout"] = float(np.mean(total) - np.mean(visual))
+    metrics["train/main_context_tokens"] = float(np.mean([len(r.conv) for r in rollouts]))
     metrics = reduce_metrics(metrics, dist)
     metrics.update({f"train/{k}": v for k, v in stats.items()})  # already over every process
     metrics["train/learning_rate"] = lr
@@ -917,7 +980,18 @@ def _step_metrics(loop: _Loop, rollouts: list[Rollout], groups: list[int], adv, 
     metrics["perf/tokens_per_second"] = tot_tokens / max(elapsed, 1e-9)
     for k, v in timer.totals.items():
         metrics[f"perf/{k}_seconds"] = v
+    metrics["perf/peak_memory_gb"] = peak_memory_gb(loop.device)
     return metrics
+
+
+def peak_memory_gb(device: torch.device) -> float:
+    """The most memory this process held: on CUDA, tensors allocated since the step began (its peak was reset
+    then); elsewhere the process's largest resident size so far."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 def _log_step(loop: _Loop, step: int, metrics: dict[str, float]) -> None:

@@ -84,16 +84,23 @@ class Rollout:
 
 @dataclass
 class Timer:
+    """Seconds per named part, added up over ``with timer(name):`` blocks. ``sync`` (e.g. torch.cuda.synchronize)
+    runs as a block starts and ends, so a part's GPU work is counted in it, not in the next part that waits."""
     totals: dict = field(default_factory=lambda: defaultdict(float))
+    sync: Any = None
 
     def __call__(self, name):
         timer = self
 
         class _T:
             def __enter__(self):
+                if timer.sync is not None:
+                    timer.sync()
                 self.t = time.perf_counter()
 
             def __exit__(self, *exc):
+                if timer.sync is not None:
+                    timer.sync()
                 timer.totals[name] += time.perf_counter() - self.t
         return _T()
 

@@ -75,6 +75,12 @@ command (the steps and every value: ``trainers/supervised/recipe.py``; ``--recip
         checkpoints/gpu/{strong,weak}/cold_start
     tensorboard --logdir runs      # stage{1,2}/loss, .../loss/<part>, .../eval/frame_object_f1, .../eval/crop_object_f1
 
+A Qwen2.5-VL / Qwen3-VL checkpoint folder gets its cold start alone with ``--model DIR`` (it sees already; the tool
+traces, direct answers and caption rehearsal are rendered with its own tokenizer, chat template and image processor,
+bf16 autocast on CUDA, activation checkpointing, the vision tower frozen: ``trainers/supervised/real_model.py``):
+
+    python trainers/sft.py --model /path/to/Qwen2.5-VL-3B-Instruct --device cuda --tool-prior strong --out ckpt/3b
+
 Writes ``<out>/base`` (after stage 1) and ``<out>/cold_start`` (after stage 2), each a
 ``save_checkpoint`` directory loadable by ``TransformersPolicy(path)``, plus ``sft_args.json``; until the build
 finishes, ``<out>/train_state.pt`` holds the state it resumes from.
@@ -137,6 +143,10 @@ def main(args: Args) -> Path:
                 t_start + args.time_budget_s if args.time_budget_s > 0 else math.inf)
     stop = min(deadline, args.stop_at_unix or math.inf)  # a hard stop only: the schedule does not see it
     check_args(args)
+    if args.model:
+        from trainers.supervised.real_model import check_model_args
+
+        check_model_args(args)
     if args.tool_prior == "both":
         return main_both(args, t_start, deadline)
     from torch.utils.tensorboard import SummaryWriter
@@ -160,12 +170,19 @@ def main(args: Args) -> Path:
     writer = SummaryWriter(os.path.join(args.runs_dir, run_name))
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
         f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()))
+    if args.model:  # a Qwen-VL folder: its cold start alone
+        from trainers.supervised.real_model import cold_start
+
+        return cold_start(args, out, key, state, writer, t_start, deadline)
 
     plan = corpus_plan(args)
     tok, cdir, stats = prepare_corpus(args, plan, progress=args.progress)
     t_corpus = time.time() - t_start
     proc = build_image_processor()
     model = build_base(args, tok)
+    from trainers.core import prepare_model
+
+    prepare_model(model, args)  # --freeze-vision, --gradient-checkpointing
     tr = Trainee(model, tok, proc, args.device, fast=args.fast, answer_weight=args.answer_weight)
     if not tr.fast and tr.device.type == "cuda":
         print("[sft] agents.lmm.fast_qwen is not available (or --no-fast): the stock forward and the PIL image "

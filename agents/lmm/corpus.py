@@ -1240,13 +1240,14 @@ def recall_records(tokenizer, n: int, rng: np.random.Generator) -> list[dict]:
     return out
 
 
-def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
+def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str, image_processor=None) -> dict:
     """Worker entry point (importable, so ``spawn`` pools can run it): build a corpus chunk
     (``counts`` = n_frame / n_caption / n_direct / n_tool / tool_dialect for :func:`build_corpus`, or
     n_recall for :func:`recall_records`, or n_presence for :func:`presence_records`),
     encode it and write the packed arrays to ``path`` (``.npz``, written atomically by
     ``agents.checkpoint_io.atomic_write``, so a killed build leaves only whole chunks). Returns the chunk's
-    :func:`corpus_stats`."""
+    :func:`corpus_stats`. ``image_processor``: the one whose visual tokens the records get (default the tiny
+    model's)."""
     import torch
 
     from agents.checkpoint_io import atomic_write
@@ -1259,7 +1260,7 @@ def write_chunk(tokenizer, counts: dict, kwargs: dict, path: str) -> dict:
                                                scene=kwargs.get("scene_presence", False)))
         stats = {"kinds": {"presence": counts["n_presence"]}}
     else:
-        policy = encoding_policy(tokenizer)
+        policy = encoding_policy(tokenizer, image_processor)
         samples = build_corpus(counts.get("n_caption", 0), counts.get("n_direct", 0), counts.get("n_tool", 0),
                                counts.get("tool_dialect", "paravt"), n_frame=counts.get("n_frame", 0),
                                n_reading=counts.get("n_reading", 0), n_sighting=counts.get("n_sighting", 0),

@@ -123,6 +123,11 @@ class KeptCaches:
     def __len__(self):
         return len(self.entries)
 
+    def clear(self) -> None:
+        """Drop every kept cache and its recorded graphs: their memory goes back to the allocator."""
+        self.entries.clear()
+        self.graph_pool = None
+
     def round_up(self, length: int) -> int:
         return max(1, -(-length // self.block)) * self.block
 
@@ -139,11 +144,11 @@ class KeptCaches:
 
             if key[2] is not None:
                 _check_autocast_cache_support()
+            while len(self.entries) >= self.max_kept:  # before the new one is allocated: never both at once
+                self.entries.popitem(last=False)
             cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
             entry = self.entries[key] = KeptDecoder(cache, *key[:3], prefix_shape=prefix,
                                                     cache_argument=cache_argument(self.model))
-            while len(self.entries) > self.max_kept:
-                self.entries.popitem(last=False)
         else:
             entry.cache.reset()
             self.entries.move_to_end(key)

@@ -153,10 +153,11 @@ def check_tokenizer(tokenizer, require_tags: bool = True) -> None:
 
 def add_structural_tokens(tokenizer, model=None) -> list[str]:
     """Make every grammar tag a single token of a stock tokenizer (e.g. Qwen2.5-VL has no
-    `<think>`); resize the model's embeddings to match. Returns the tags that were added."""
+    `<think>`); grow the model's embeddings when the new ids pass them (a Qwen model's vocabulary is padded past
+    its tokenizer's, and is never shrunk). Returns the tags that were added."""
     new = [t for t in STRUCTURAL_TAGS if len(tokenizer.encode(t, add_special_tokens=False)) != 1]
     if new:
         tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in new])
-        if model is not None:
+        if model is not None and len(tokenizer) > model.get_input_embeddings().num_embeddings:
             model.resize_token_embeddings(len(tokenizer))
     return new

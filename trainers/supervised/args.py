@@ -49,6 +49,13 @@ class Args:
                                                       "--deadline-unix instead fit the stages into the time"})
     stage2_share: float = field(default=0.12, metadata={"help": "share of the time left after the corpus kept for "
                                                         "stage 2 (with --time-budget-s)"})
+    model: str = field(default="", metadata={"help": "a Qwen2.5-VL / Qwen3-VL checkpoint folder to cold-start "
+                                         "instead of building the tiny model: the cold start alone (stage 2), on the "
+                                         "folder's own tokenizer, chat template and image processor; settings that "
+                                         "follow such a model are printed (trainers/supervised/real_model.py)"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward "
+                                                                  "pass (less memory, more time; same gradients)"})
+    freeze_vision: bool = field(default=False, metadata={"help": "leave the vision tower's weights as they are"})
     init_from: str = field(default="", metadata={"help": "start from these weights instead of a random init: a "
                                                 "checkpoint folder ({prior} in the path is replaced by the tool "
                                                 "prior), or 'shipped' for the shipped cold start of the prior; its "
@@ -323,7 +330,7 @@ RUNTIME_FIELDS = ("exp_name", "out", "runs_dir", "corpus_dir", "threads", "devic
                   "eval_max_new_tokens",
                   "stage2_share")
 # Fields that decide the pre-rendered corpus (its folder name hashes them).
-DATA_FIELDS = ("seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
+DATA_FIELDS = ("model", "seed", "world_seed", "frame_size", "crop_max_frames", "budgets", "vocab_size", "caption_max_frames",
                "caption_max_len", "caption_aug_p", "stage1_frame", "stage1_caption", "stage1_direct", "stage1_tool",
                "stage1_episodes", "stage1_reading", "stage1_direct_needle", "stage1_recall", "stage1_presence", "oracle_fraction", "reading_oracle_fraction", "search_agent", "grounded_think",
                "option_think", "presence_think", "scene_presence", "direct_think", "keep_wrong", "native_think", "native_close_think_p", "stage2_tool", "stage2_direct", "stage2_frame", "stage2_caption",
@@ -355,6 +362,10 @@ def parse_args(argv=None, cls=Args, description: str | None = None):
     ns, argv = read_command_line(p, cls, argv)
     given = given_dests(p, argv)
     args = inherit_world(with_preset(cls(**ns), given), given)
+    if args.model:
+        from trainers.supervised.real_model import with_model_settings
+
+        args = with_model_settings(args, given)
     try:
         args.tool_family_tuple()
     except ValueError as e:

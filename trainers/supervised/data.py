@@ -118,7 +118,7 @@ def chunk_jobs(args: Args, plan: dict) -> list[tuple[str, int, dict, dict]]:
 
 # Data fields added after corpora had been built, with the value they had before: at that value a field
 # stays out of the key, so those corpora keep their folder.
-LATE_DATA_FIELDS = {"grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
+LATE_DATA_FIELDS = {"model": "", "grounded_think": False, "option_think": False, "presence_think": False, "scene_presence": False, "stage1_reading": 0, "stage1_direct_needle": 0,
                     "stage1_recall": 0, "stage1_presence": 0, "stage2_native_share": 0.0, "stage2_native_traces": 0.0, "native_think": "fixed", "direct_think": "none",
                     "search_agent": "scene", "drill_no_tool_share": 0.0, "drill_decisions": True,
                     "tool_on_visible": 0.0, "tool_families": "", "zoom_think": "scene",
@@ -154,11 +154,12 @@ def _tokenizer(args: Args):
     return _TOKENIZERS[key]
 
 
-def prepare_corpus(args: Args, plan: dict, progress: bool = True):
+def prepare_corpus(args: Args, plan: dict, progress: bool = True, tokenizer=None, image_processor=None):
     """(tokenizer, corpus folder, stats per part): the tokenizer (the same for both priors: it is
     trained on both dialects) and every chunk of ``plan``, rendered once into the corpus folder by
     ``args.workers`` processes; chunks already there are reused. Concurrent builds of one corpus take
-    turns on its lock (``trainers.run_state.RunLock``), so it is rendered once."""
+    turns on its lock (``trainers.run_state.RunLock``), so it is rendered once. A given ``tokenizer`` (a model's
+    own, with its chat template) and ``image_processor`` (whose grid sets the visual tokens) render it instead."""
     from transformers import AutoTokenizer
 
     cdir = resolve_corpus_dir(args)
@@ -167,10 +168,10 @@ def prepare_corpus(args: Args, plan: dict, progress: bool = True):
         clean_leftovers(cdir)  # what killed builds left half written (every writer here holds the lock)
         atomic_write_json(cdir / "data_args.json", {k: getattr(args, k) for k in DATA_FIELDS})
         tdir = cdir / "tokenizer"
-        if not (tdir / "tokenizer.json").is_file():
+        if tokenizer is None and not (tdir / "tokenizer.json").is_file():
             with staged_dir(tdir) as staged:
                 _tokenizer(args).save_pretrained(str(staged))
-        tok = AutoTokenizer.from_pretrained(str(tdir), local_files_only=True)
+        tok = tokenizer or AutoTokenizer.from_pretrained(str(tdir), local_files_only=True)
         from agents.lmm.tokenizer import CHAT_TEMPLATE
         tok.chat_template = tok.chat_template or CHAT_TEMPLATE
         jobs = [(name, j, c, kw, str(cdir / name / f"chunk_{j:05d}.npz")) for name, j, c, kw in chunk_jobs(args, plan)]
@@ -186,12 +187,13 @@ def prepare_corpus(args: Args, plan: dict, progress: bool = True):
                 bar.update(sum(_COST[k] * v for k, v in c.items() if k in _COST))
             if args.workers <= 1:
                 for name, _, c, kw, path in jobs:
-                    done(name, c, write_chunk(tok, c, kw, path))
+                    done(name, c, write_chunk(tok, c, kw, path, image_processor))
             else:
                 import concurrent.futures as cf
                 import multiprocessing as mp
                 with cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as ex:
-                    futs = {ex.submit(write_chunk, tok, c, kw, path): (name, c) for name, _, c, kw, path in jobs}
+                    futs = {ex.submit(write_chunk, tok, c, kw, path, image_processor): (name, c)
+                            for name, _, c, kw, path in jobs}
                     for f in cf.as_completed(futs):
                         done(*futs[f], f.result())
         stats_path = cdir / "stats.json"

@@ -79,7 +79,7 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
     bar = tqdm(total=None if math.isfinite(stage.alloc_s) else stage.steps, initial=step,
                desc=f"{args.tool_prior} {stage.name}", disable=not args.progress, dynamic_ncols=True, mininterval=5)
     pending_loss = []
-    skipped = 0
+    skipped = tokens = 0  # tokens: every token of the batches this call trained on
     step0, wall0 = step, time.time()
     while True:
         measured = (time.time() - wall0) / (step - step0) if step - step0 >= 20 else None
@@ -105,6 +105,7 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
         for g in opt.param_groups:
             g["lr"] = lr
         batch = tr.collate(stage.parts[part], idx)
+        tokens += int(stage.parts[part].lens[idx].sum())
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
             loss, ntok = tr.loss(batch)
         opt.zero_grad(set_to_none=True)
@@ -149,7 +150,7 @@ def train_stage(tr: Trainee, stage: Stage, args: Args, writer, *, deadline: floa
     if skipped:
         print(f"[sft] {args.tool_prior} {stage.name}: {skipped} step(s) with a non-finite loss or gradient skipped",
               file=sys.stderr)
-    return dict(steps=step, seconds=train_s, stopped=stopped, history=history, opt=opt, skipped=skipped)
+    return dict(steps=step, seconds=train_s, stopped=stopped, history=history, opt=opt, skipped=skipped, tokens=tokens)
 
 
 def build_stages(args: Args, parts: dict, deadline: float) -> tuple[Stage, Stage]:
