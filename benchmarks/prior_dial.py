@@ -82,7 +82,7 @@ def main(argv=None) -> dict | None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--size", choices=SIZES, default="full", help="tiny: every build at a few samples and steps")
     p.add_argument("--build-dir", default="runs/prior_dial", help="where the builds go (their shared base too)")
-    p.add_argument("--out", default="benchmarks/results", help="folder of prior_dial.json, .md and .png")
+    p.add_argument("--out", default="runs/prior_dial", help="folder of prior_dial.json, .md and .png (the committed ones: benchmarks/results)")
     p.add_argument("--episodes", type=int, default=None, help="validation episodes per setting, a multiple of 6 "
                    "(default 96; 6 at --size tiny)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default 96; 16 at tiny)")
