@@ -60,7 +60,7 @@ and the videos, about 2 minutes; each run loads the model, about a minute):
   qwen2.5-vl-3b --prompts 1 (2 steps of ~2-3 min): ~6-8 min;   --prompts 2 --steps 1: ~6 min;
   --compare-samplers hf,hf-graph --rounds 1: ~7 min (stock generate alone ~4 min a round at 2048-token turns);
   --compare-samplers hf-graph,hf-graph-compiled --rounds 2: ~7 min;   --sft: ~4 min.
-  Each fits a 10-minute call; a larger P or more steps may not. qwen2.5-vl-7b does not fit one GPU with AdamW in
+  Each should take under 10 minutes of one GPU (an estimate); a larger P or more steps may not. qwen2.5-vl-7b does not fit one GPU with AdamW in
   fp32 (~122 GB of weights, gradients and optimizer state).
 --tiny: the tiny-qwen2.5-vl shape (2 layers, a 2-block vision tower) on a one-minute 56 px video, 2 steps of 1
 prompt x G = 2 with 2 calls a turn and short turns, fp32 on the CPU, the samplers that run on a CPU compared, and a
