@@ -247,3 +247,21 @@ def test_jobs_wait_for_their_run_and_an_out_of_memory_job_is_retried_with_fewer_
     assert codes == {"train_a": 0, "train_b": 3, "eval_a": 0, "eval_b": -1}
     assert jobs[0].tries == 2 and (tmp_path / "resumed").exists()  # the second try ran the resume command
     assert (tmp_path / "eval_a").exists() and not (tmp_path / "eval_b").exists()
+
+
+def test_an_evaluation_starts_on_its_checkpoint_while_its_training_goes_on(tmp_path):
+    """run_all on real processes: a job with `ready_when` starts once that file exists, before the job it waits
+    for ends, and still runs when that job then fails; one whose file never appeared is dropped with it."""
+    py = sys.executable
+    ckpt, ended, started = tmp_path / "step_000001.pt", tmp_path / "train_ended", tmp_path / "eval_started"
+    train = (f"import pathlib, sys, time; pathlib.Path({str(ckpt)!r}).touch(); time.sleep(4); "
+             f"pathlib.Path({str(ended)!r}).write_text(str(time.time())); sys.exit(2)")
+    jobs = [sweep.Job("train", [py, "-c", train], tmp_path / "t.log"),
+            sweep.Job("eval_step1", [py, "-c", f"import pathlib, time; pathlib.Path({str(started)!r}).write_text("
+                                               f"str(time.time()))"], tmp_path / "e1.log", after="train",
+                      ready_when=ckpt),
+            sweep.Job("eval_step2", [py, "-c", "pass"], tmp_path / "e2.log", after="train",
+                      ready_when=tmp_path / "step_000002.pt")]
+    codes = sweep.run_all(jobs, parallel=3, deadline=None, progress=False)
+    assert codes == {"train": 2, "eval_step1": 0, "eval_step2": -1}
+    assert float(started.read_text()) < float(ended.read_text())

@@ -148,7 +148,7 @@ def checkpoint_state(run_dir: Path, step: int) -> dict | None:
     """The model weights of `run_dir` at `step` (checkpoints/step_N.pt); None when no checkpoint of it is kept."""
     from trainers import run_state
 
-    ckpt = Path(run_dir) / run_state.CHECKPOINT_DIR / f"step_{step:06d}.pt"
+    ckpt = run_state.checkpoint_path(run_dir, step)
     return run_state.load_training_checkpoint(ckpt)["model"] if ckpt.is_file() else None
 
 

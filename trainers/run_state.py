@@ -154,6 +154,11 @@ def checkpoint_files(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+def checkpoint_path(run_dir: Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` lives (it exists only whole: written under a temp name, then renamed)."""
+    return Path(run_dir) / CHECKPOINT_DIR / f"step_{step:06d}.pt"
+
+
 def save_training_checkpoint(run_dir: Path, step: int, state: dict, history: list) -> Path:
     """``checkpoints/step_N.pt``, then ``history.json``, then ``latest``, each written atomically
     (a kill between them leaves a complete checkpoint that ``--resume`` finds by scanning)."""
@@ -164,7 +169,7 @@ def save_training_checkpoint(run_dir: Path, step: int, state: dict, history: lis
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunStateError(f"cannot write {folder}: {_reason(exc)}") from exc
-    path = folder / f"step_{step:06d}.pt"
+    path = checkpoint_path(run_dir, step)
     atomic_write(path, lambda f: torch.save(state, f), kill="ckpt_write", step=step)
     kill_point("ckpt_saved", step)
     atomic_write_json(Path(run_dir) / "history.json", history, kill="history_write", step=step)

@@ -43,7 +43,8 @@ validation episodes from ``--eval-first-episode`` under one protocol: K drawn pe
 advertised; ``full`` also under sequential dispatch. A seed's evaluations sample with that seed's generation
 seeds, so the spread over seeds holds evaluation noise. Rows with learning rate 0 are the starting model.
 
-Runs: a trainer process per row x seed (``--jobs`` at a time, evaluation jobs beside them), writing
+Runs: a trainer process per row x seed (``--jobs`` at a time, evaluation jobs beside them: one per checkpoint,
+started as soon as the checkpoint is written, while its run trains on), writing
 ``<out>/runs/<row>__s<seed>/`` (TensorBoard, checkpoints, history.json) and ``<out>/evals/``. On GPUs a job
 starts only while its GPU has ``--gpu-min-free-mb`` free, and a job that runs out of GPU memory is started
 again from its last checkpoint with one neighbour fewer. Rerunning the same command skips what is finished
@@ -289,6 +290,7 @@ class Job:
     argv: list[str]
     log: Path
     after: str = ""                   # a job that must have succeeded first
+    ready_when: Path | None = None    # ... unless this file appears before it ends (a checkpoint mid-run)
     resume_argv: list[str] = field(default_factory=list)  # the command after a first attempt ran out of memory
     gpu: str = ""
     proc: subprocess.Popen | None = None
@@ -317,9 +319,15 @@ def gpu_free_mb(gpu: str) -> float | None:
         return None
 
 
+def early(job: Job) -> bool:
+    """Whether `job` may start before the job it waits for ends: the file it needs is there."""
+    return job.ready_when is not None and job.ready_when.is_file()
+
+
 def run_all(jobs: list[Job], parallel: int, deadline: float | None, progress: bool = True,
             min_free_mb: float = 0.0, stagger_s: float = 0.0) -> dict[str, int]:
-    """Run jobs `parallel` at a time, each after the job it waits for (dropped if that one failed). On a GPU a
+    """Run jobs `parallel` at a time, each after the job it waits for (dropped if that one failed), or as soon as
+    its `ready_when` file appears (an evaluation starts on a checkpoint while training goes on). On a GPU a
     job starts only while its GPU has `min_free_mb` free; a job that ran out of GPU memory goes back to the
     queue (its resume command) and one job fewer runs at a time from then on. Past the deadline nothing more
     starts and what runs gets SIGTERM. Returns each job's exit code."""
@@ -343,12 +351,12 @@ def run_all(jobs: list[Job], parallel: int, deadline: float | None, progress: bo
                       "rerun the same command to resume them", file=sys.stderr)
                 return codes
             for j in list(todo):
-                if j.after and j.after in codes and codes[j.after] != 0:
+                if j.after and j.after in codes and codes[j.after] != 0 and not early(j):
                     todo.remove(j)
                     codes[j.name] = -1
                     bar.update(1)
                     bar.write(f"{j.name} not started: {j.after} failed")
-            ready = [j for j in todo if not j.after or codes.get(j.after) == 0]
+            ready = [j for j in todo if not j.after or codes.get(j.after) == 0 or early(j)]
             if ready and len(running) < parallel and now - last_start >= stagger_s:
                 j = ready[0]
                 free = gpu_free_mb(j.gpu) if (j.gpu and min_free_mb) else None
@@ -1000,6 +1008,7 @@ def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Pr
     """The jobs still to do: each prior's starting-model evaluation per seed, each row x seed's training, then
     its checkpoints' evaluation."""
     from trainers.config import GRPOArgs, parse_args
+    from trainers import run_state
     from trainers.run_state import atomic_write_json
 
     gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
@@ -1037,10 +1046,11 @@ def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Pr
                 trainings.append(Job(name, argv + (["--resume"] if run_dir.exists() else []),
                                      out / "logs" / f"{name}.log", resume_argv=argv + ["--resume"]))
                 train_job = name
-            if todo:
-                evals.append(Job(f"eval_{name}", eval_argv(out / "evals" / name, todo, seed, conditions, protocol,
-                                                           run_dir=run_dir),
-                                 out / "logs" / f"eval_{name}.log", after=train_job))
+            for step in todo:  # one job a checkpoint: each starts once its checkpoint is written
+                evals.append(Job(f"eval_{name}_step{step}", eval_argv(out / "evals" / name, [step], seed, conditions,
+                                                                      protocol, run_dir=run_dir),
+                                 out / "logs" / f"eval_{name}_step{step}.log", after=train_job,
+                                 ready_when=run_state.checkpoint_path(run_dir, step) if train_job else None))
     jobs = trainings + evals  # the long jobs first; evaluations fill the places they leave
     for i, j in enumerate(jobs):
         j.gpu = gpus[i % len(gpus)] if gpus else ""
