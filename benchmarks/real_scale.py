@@ -140,6 +140,13 @@ def parse(argv=None):
     for k, v in defaults.items():
         if getattr(a, k) is None:
             setattr(a, k, v)
+    if a.rollout_backend != "hf" and "fp32" not in a.extra:  # fail before minutes of building, not at the first turn
+        from agents.lmm.graph_decode import check_autocast_cache_support
+
+        try:
+            check_autocast_cache_support()
+        except RuntimeError as exc:
+            p.error(f"--rollout-backend {a.rollout_backend}: {exc}")
     a.prompt_list = [int(x) for x in a.prompts.split(",") if x.strip()]
     if not a.prompt_list or min(a.prompt_list) < 1 or a.steps < 1 or a.calls < 1 or a.rounds < 1:
         p.error("--prompts needs positive integers; --steps, --calls and --rounds must be >= 1")

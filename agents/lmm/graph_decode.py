@@ -143,7 +143,7 @@ class KeptCaches:
             from transformers import StaticCache
 
             if key[2] is not None:
-                _check_autocast_cache_support()
+                check_autocast_cache_support()
             while len(self.entries) >= self.max_kept:  # before the new one is allocated: never both at once
                 self.entries.popitem(last=False)
             cache = StaticCache(config=self.model.config.get_text_config(decoder=True), max_cache_len=key[1])
@@ -473,7 +473,7 @@ def transformers_release() -> tuple[int, ...]:
     return tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
 
 
-def _check_autocast_cache_support() -> None:
+def check_autocast_cache_support() -> None:
     """Under autocast the keys a layer caches are float32 (RoPE's float32 tables promote them) while its values are
     the autocast dtype. transformers < 5.24 allocates a StaticCache layer's values in its keys' dtype, and the first
     write of values fails deep in index_copy_; say why instead."""
