@@ -1039,7 +1039,10 @@ def plan_jobs(out: Path, rows, seeds, flags, models, learning_rate, protocol: Pr
             conditions = ["tools", "no_tools"] + (["sequential"] if row == "full" else [])
             untrained = is_untrained(row, learning_rate)
             todo = [] if untrained else eval_todo(name, steps, conditions)
-            if train_metrics(load_history(run_dir))["steps"] == total and not todo:  # its history and evaluations are all the report needs (weights may be elsewhere)
+            # its history and evaluations are all the report needs; a run killed before its final model still
+            # resumes to write it, unless its checkpoints are gone (a run folder copied without its weights)
+            if (train_metrics(load_history(run_dir))["steps"] == total and not todo
+                    and (finished(run_dir, total) or not run_state.checkpoint_files(run_dir))):
                 continue
             train_job = ""
             if not finished(run_dir, total):
