@@ -115,8 +115,8 @@ from trainers.supervised.args import (DATA_FIELDS, INHERITED_FIELDS, PRESETS, RU
                                       check_args, inherit_world, init_path, with_preset)
 from trainers.supervised.args import parse_args as _parse_args  # noqa: E402
 from trainers.supervised.batches import Trainee, answer_marks, answer_token_mask, nll_loss  # noqa: E402
-from trainers.supervised.checkpoints import (STATE_FILE, build_base, is_built, load_state, save_state,  # noqa: E402
-                                             state_key, write_record)
+from trainers.supervised.checkpoints import (STATE_FILE, build_base, finish_cold_start, is_built,  # noqa: E402
+                                             load_state, save_state, state_key)
 from trainers.supervised.data import (DRILL_EPISODES, LATE_DATA_FIELDS, PARTS, Batcher, Records,  # noqa: E402
                                       chunk_jobs, corpus_plan, data_key, grounded_think_mode, load_parts,
                                       native_count, prepare_corpus, resolve_corpus_dir, stage2_rows)
@@ -210,21 +210,15 @@ def main(args: Args) -> Path:
 
     s1, s2 = build_stages(args, parts, deadline)
 
-    def stopped_early(stage_name, r, alloc_s):
-        """Out of time: keep what is learned (``base`` after a cut stage 1; ``cold_start`` marked
-        ``stage2_stopped`` after a cut stage 2) and the state to resume from; say so."""
-        save(stage_name, r["steps"], r["seconds"], alloc_s, r["opt"], r["history"],
+    def stopped_early(r, alloc_s):
+        """Stage 1 out of time: keep what is learned (``base``) and the state to resume from; say so."""
+        save("stage1", r["steps"], r["seconds"], alloc_s, r["opt"], r["history"],
              info_done={k: info[k] for k in info if k.startswith("stage1")})
-        print(f"[sft] {args.tool_prior}: {stage_name} stopped by the {r['stopped']} after {r['steps']} steps; "
+        print(f"[sft] {args.tool_prior}: stage1 stopped by the {r['stopped']} after {r['steps']} steps; "
               f"re-run the same command to resume", file=sys.stderr)
         writer.close()
-        if stage_name == "stage1":
-            save_checkpoint(str(out / "base"), model, tok, proc)
-            return out / "base"
-        save_checkpoint(str(out / "cold_start"), model, tok, proc)
-        info.update(stage2_stopped=r["stopped"], total_seconds=time.time() - t_start)
-        write_record(out, info)
-        return out / "cold_start"
+        save_checkpoint(str(out / "base"), model, tok, proc)
+        return out / "base"
 
     if state is None or state["stage"] == "stage1":
         r = train_stage(tr, s1, args, writer, deadline=min(deadline - 10.0 * math.isfinite(deadline), stop),
@@ -232,7 +226,7 @@ def main(args: Args) -> Path:
         info.update(stage1_steps_done=r["steps"], stage1_seconds=r["seconds"], stage1_loss=r["history"]["loss"],
                     stage1_eval=r["history"]["eval"])
         if r["stopped"]:
-            return stopped_early("stage1", r, s1.alloc_s)
+            return stopped_early(r, s1.alloc_s)
         if not args.eval_every or r["steps"] % args.eval_every:
             info["stage1_eval"].append(dict(step=r["steps"], **evaluate("stage1", r["steps"])))
         save_checkpoint(str(out / "base"), model, tok, proc)
@@ -240,18 +234,10 @@ def main(args: Args) -> Path:
         save("stage2", 0, 0.0, math.inf, torch.optim.AdamW(model.parameters()), {"loss": [], "eval": []})
     r = train_stage(tr, s2, args, writer, deadline=stop, state=state, save_state=save, evaluate=evaluate)
     info.update(stage2_steps_done=r["steps"], stage2_seconds=r["seconds"], stage2_loss=r["history"]["loss"],
-                stage2_eval=r["history"]["eval"], stage2_stopped=None)
-    if r["stopped"]:
-        return stopped_early("stage2", r, math.inf)
-    if not args.eval_every or r["steps"] % args.eval_every:
+                stage2_eval=r["history"]["eval"])
+    if not r["stopped"] and (not args.eval_every or r["steps"] % args.eval_every):
         info["stage2_eval"].append(dict(step=r["steps"], **evaluate("stage2", r["steps"])))
-    save_checkpoint(str(out / "cold_start"), model, tok, proc)
-    info["total_seconds"] = time.time() - t_start
-    write_record(out, info)
-    (out / STATE_FILE).unlink(missing_ok=True)
-    writer.close()
-    print(f"[sft] {args.tool_prior}: done in {info['total_seconds']:.0f} s -> {out / 'cold_start'}", file=sys.stderr)
-    return out / "cold_start"
+    return finish_cold_start(out, r, info, save, model, tok, proc, writer, t_start, args.tool_prior)
 
 
 def _child(args_dict: dict) -> None:

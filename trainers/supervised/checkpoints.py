@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import sys
+import time
 from pathlib import Path
 
 import torch
 
-from agents.lmm.tiny_qwen import build_tiny_model
+from agents.lmm.tiny_qwen import build_tiny_model, save_checkpoint
 from trainers.run_state import RunStateError, atomic_write, atomic_write_json, load_data_only
 from trainers.supervised.args import RUNTIME_FIELDS, Args, init_path
 
@@ -79,3 +81,22 @@ def save_state(out: Path, key: str, model, stage: str, step: int, train_s: float
 def write_record(out: Path, info: dict) -> Path:
     """The build record ``<out>/sft_args.json`` (settings, corpus, steps, losses and evaluations of each stage)."""
     return atomic_write_json(out / RECORD_FILE, info)
+
+
+def finish_cold_start(out: Path, r: dict, info: dict, save, model, tokenizer, processor, writer, t_start: float,
+                      label: str) -> Path:
+    """After stage 2 (``r``: train_stage's result): ``<out>/cold_start`` and the build record. A stage the time
+    budget cut is still written (``stage2_stopped`` says why) and keeps its state to resume from; a whole one drops
+    the state."""
+    if r["stopped"]:
+        save("stage2", r["steps"], r["seconds"], math.inf, r["opt"], r["history"])
+        print(f"[sft] {label}: stage2 stopped by the {r['stopped']} after {r['steps']} steps; re-run the same "
+              "command to resume", file=sys.stderr)
+    save_checkpoint(str(out / "cold_start"), model, tokenizer, processor)
+    info.update(stage2_stopped=r["stopped"], total_seconds=time.time() - t_start)
+    write_record(out, info)
+    writer.close()
+    if not r["stopped"]:
+        (out / STATE_FILE).unlink(missing_ok=True)
+        print(f"[sft] {label}: done in {info['total_seconds']:.0f} s -> {out / 'cold_start'}", file=sys.stderr)
+    return out / "cold_start"

@@ -86,8 +86,7 @@ def trainee(args: Args):
 def cold_start(args: Args, out: Path, key: str, state: dict | None, writer, t_start: float, deadline: float) -> Path:
     """Render the corpus with the model's own tokenizer and processor, train the cold start, write
     ``<out>/cold_start`` and the build record (``trainers/sft.py`` opened the run: out, state, writer)."""
-    from agents.lmm.tiny_qwen import save_checkpoint
-    from trainers.supervised.checkpoints import STATE_FILE, save_state, write_record
+    from trainers.supervised.checkpoints import finish_cold_start, save_state
     from trainers.supervised.data import corpus_plan, load_parts, prepare_corpus
     from trainers.supervised.loop import Stage, train_stage
     from trainers.supervised.quick_eval import CaptionCheck
@@ -114,17 +113,5 @@ def cold_start(args: Args, out: Path, key: str, state: dict | None, writer, t_st
     r = train_stage(tr, stage, args, writer, deadline=deadline, state=state, save_state=save,
                     evaluate=CaptionCheck(args, tr, writer))
     info.update(stage2_steps_done=r["steps"], stage2_seconds=r["seconds"], stage2_loss=r["history"]["loss"],
-                stage2_eval=r["history"]["eval"], stage2_tokens=r["tokens"], stage2_stopped=r["stopped"])
-    if r["stopped"]:
-        save("stage2", r["steps"], r["seconds"], math.inf, r["opt"], r["history"])
-        print(f"[sft] {args.model}: the cold start stopped by the {r['stopped']} after {r['steps']} steps; re-run the "
-              "same command to resume", file=sys.stderr)
-    save_checkpoint(str(out / "cold_start"), model, tok, proc)
-    info["total_seconds"] = time.time() - t_start
-    write_record(out, info)
-    if not r["stopped"]:
-        (out / STATE_FILE).unlink(missing_ok=True)
-    writer.close()
-    print(f"[sft] {args.model}: cold start done in {info['total_seconds']:.0f} s -> {out / 'cold_start'}",
-          file=sys.stderr)
-    return out / "cold_start"
+                stage2_eval=r["history"]["eval"], stage2_tokens=r["tokens"])
+    return finish_cold_start(out, r, info, save, model, tok, proc, writer, t_start, args.model)
