@@ -254,6 +254,15 @@ def processor_frame_side(folder: Path) -> tuple[int, str] | None:
     return None
 
 
+def chosen_settings(model: str | Path, table: dict, given) -> dict[str, tuple]:
+    """`table` (name -> (value, why)) with the frame side `model`'s processor takes, less the fields `given`."""
+    settings = dict(table)
+    frame = processor_frame_side(Path(model))
+    if frame is not None:
+        settings["frame_size"] = frame
+    return {k: v for k, v in settings.items() if k not in given}
+
+
 def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
     """The settings a --model that is not one of this project's tiny builds changes, for every field not `given`,
     and one line each saying why. A tiny build (its sft_args.json names a frame size) keeps the defaults."""
@@ -263,11 +272,7 @@ def model_settings(model: str, given: set[str]) -> tuple[dict, list[str]]:
 
     if is_tiny_build(model):
         return {}, []
-    settings = dict(REAL_MODEL_SETTINGS)  # name -> (value, why)
-    frame = processor_frame_side(Path(model))
-    if frame is not None:
-        settings["frame_size"] = frame
-    settings = {k: v for k, v in settings.items() if k not in given}
+    settings = chosen_settings(model, REAL_MODEL_SETTINGS, given)
     notes = [f"{flag_text(k, value)}: {why} (a model other than this project's tiny builds)"
              for k, (value, why) in settings.items()]
     return {k: value for k, (value, _) in settings.items()}, notes

@@ -41,13 +41,9 @@ SETTINGS = {"stage1_frame": (0, "a model that sees needs no caption pretraining"
 
 def with_model_settings(args: Args, given=()) -> Args:
     """``args`` with the settings of a real model's cold start for every field not ``given``, each said on stderr."""
-    from trainers.config import flag_text, processor_frame_side
+    from trainers.config import chosen_settings, flag_text
 
-    settings = dict(SETTINGS)
-    frame = processor_frame_side(Path(args.model))
-    if frame is not None:
-        settings["frame_size"] = frame
-    settings = {k: v for k, v in settings.items() if k not in given}
+    settings = chosen_settings(args.model, SETTINGS, given)
     for k, (value, why) in settings.items():
         print(f"[sft] settings: {flag_text(k, value)}: {why} (--model)", file=sys.stderr)
     return dataclasses.replace(args, **{k: value for k, (value, _) in settings.items()})
