@@ -209,6 +209,34 @@ def test_the_committed_reproduction_page_is_the_committed_results_rendered():
     assert sweep.readme_block(newest) in readme
 
 
+def test_the_long_report_is_its_committed_records_rebuilt(tmp_path):
+    """benchmarks/results/reproduction_long keeps its runs' histories and evaluations beside the report, so later
+    seeds add to it: rebuilding the report from those records gives the committed numbers and verdicts."""
+    import shutil
+
+    folder = ROOT / "benchmarks" / "results" / "reproduction_long"
+    committed = json.loads((folder / "results.json").read_text())
+    copy = tmp_path / "long"
+    shutil.copytree(folder / "runs", copy / "runs")
+    shutil.copytree(folder / "evals", copy / "evals")
+    seeds = ",".join(map(str, committed["protocol"]["seeds"]))
+    again = sweep.main(["--preset", "paper-long", "--seeds", seeds, "--report-only", "--out", str(copy)])
+    assert again["protocol"]["seeds"] == committed["protocol"]["seeds"]
+    for row in committed["protocol"]["rows"]:
+        for metric in ("f_tau", "kappa", "eval_accuracy"):
+            assert again[row][metric]["mean"] == pytest.approx(committed[row][metric]["mean"], abs=1e-9), (row, metric)
+    assert [c["verdict"] for c in again["claims"]] == [c["verdict"] for c in committed["claims"]]
+    assert (folder / "REPRODUCTION.md").read_text() == sweep.render_reproduction(committed)
+
+
+def test_the_plotted_trend_is_a_trailing_mean():
+    import numpy as np
+
+    y = np.array([1.0, 3.0, np.nan, 5.0, 7.0])
+    assert sweep.rolling_mean(y, 2).tolist() == [1.0, 2.0, 3.0, 5.0, 6.0]
+    assert sweep.rolling_mean(y, 1)[2] != sweep.rolling_mean(y, 1)[2]  # a lone NaN stays a gap
+
+
 def test_the_format_is_read_two_ways_the_released_reading_without_the_prefill():
     """f_tau over the whole trajectory sees the prefilled '<think>'; the released reading (the agent's own tokens)
     does not, so the same closed turn scores lower there and an unprefixed one the same both ways."""

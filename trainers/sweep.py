@@ -648,6 +648,8 @@ def reason(c: dict, results: dict) -> str:
                      f"read no spread as p = 0: {'shown' if c['effect'] * c['direction'] > 0 else 'contradicted'})")
     elif not math.isnan(c.get("mde", float("nan"))):
         parts.append(f"an effect of {abs(c['effect']):.3f} against a minimum detectable {c['mde']:.3f} at n = {c['n']}")
+    elif c.get("note"):
+        parts.append(c["note"])
     rows = [r for r in dict.fromkeys(c["rows"]) if r in results]
     if c["metric"] in ("f_tau", "f_tau_generated", "kappa") and rows:
         parts.append("groups without reward signal " + ", ".join(
@@ -735,6 +737,18 @@ def side_by_side_markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rolling_mean(y, window: int):
+    """Trailing mean over up to `window` values (fewer at the start); NaNs are skipped."""
+    import numpy as np
+
+    out = np.full(len(y), np.nan)
+    for i in range(len(y)):
+        part = y[max(0, i - window + 1):i + 1]
+        if not np.isnan(part).all():
+            out[i] = np.nanmean(part)
+    return out
+
+
 def plot_curves(results: dict, path: Path) -> None:
     import matplotlib
 
@@ -746,6 +760,8 @@ def plot_curves(results: dict, path: Path) -> None:
             ("train/format_reward_common_generated", "f_tau on the agent's own tokens (released reading)"),
             ("train/tool_calls_per_rollout", "kappa: executed tool calls per rollout"),
             ("eval", "eval accuracy with the sub-agent (one protocol)")]
+    longest = max((len(c["train"]) for r in results.values() for c in r["curves"].values()), default=0)
+    window = max(1, longest // 20)
     fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
     for row, r in results.items():
         color = None
@@ -760,6 +776,8 @@ def plot_curves(results: dict, path: Path) -> None:
             ys = np.array([[s.get(x, np.nan) for x in steps] for s in series], dtype=float)
             if np.isnan(ys).all():
                 continue
+            if key != "eval" and window > 1:  # per-step values follow the step's prompts: show the trend
+                ys = np.stack([rolling_mean(y, window) for y in ys])
             with warnings.catch_warnings():  # a step no seed reached is a gap in the line, not a warning
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean, low, high = np.nanmean(ys, 0), np.nanmin(ys, 0), np.nanmax(ys, 0)
@@ -767,7 +785,8 @@ def plot_curves(results: dict, path: Path) -> None:
             color = line.get_color()
             if len(series) > 1:
                 ax.fill_between(steps, low, high, color=color, alpha=0.15)
-            ax.set(title=title, xlabel="step")
+            ax.set(title=title + (f"\nmean of the last {window} steps" if key != "eval" and window > 1 else ""),
+                   xlabel="step")
     axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
