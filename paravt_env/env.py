@@ -19,7 +19,9 @@ Observation (``Dict``):
 
 Action: the agent's text for one turn (``str``). With a ``think_prefix`` (default
 ``"<think>\\n"``) the prefix counts as already written: pass the continuation; an action that
-already starts with the prefix is not prefixed twice.
+already starts with the prefix is not prefixed twice. Bytes are decoded as UTF-8 and any other object is
+taken through ``str`` (with a note in ``info["notes"]``); a text past ``MAX_ACTION_CHARS`` is cut to it (with
+a note). The PettingZoo twin takes every agent's action the same way.
 
 Reward: 0 until the episode ends, then ``R = R_acc + w_fmt * R_fmt + R_tool`` scored by
 :func:`paravt_env.rewards.score` on the full trajectory (prefix and tool responses included).
