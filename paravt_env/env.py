@@ -19,7 +19,9 @@ Observation (``Dict``):
 
 Action: the agent's text for one turn (``str``). With a ``think_prefix`` (default
 ``"<think>\\n"``) the prefix counts as already written: pass the continuation; an action that
-already starts with the prefix is not prefixed twice.
+already starts with the prefix is not prefixed twice. Bytes are decoded as UTF-8 and any other object is
+taken through ``str`` (with a note in ``info["notes"]``); a text past ``MAX_ACTION_CHARS`` is cut to it (with
+a note). The PettingZoo twin takes every agent's action the same way.
 
 Reward: 0 until the episode ends, then ``R = R_acc + w_fmt * R_fmt + R_tool`` scored by
 :func:`paravt_env.rewards.score` on the full trajectory (prefix and tool responses included).
@@ -55,7 +57,9 @@ Keyword arguments (every default is ``paravt_env.config.DEFAULTS``'s):
     scoring: ``"trajectory"`` (default: the reward scores the whole trajectory, prefix and tool
         responses included) or ``"generated"`` (the released code's reading, kept to measure its defects:
         only the agent's own text of every turn, joined, without the prefilled prefix and the tool
-        responses; whether a tool ran is then inferred from that text, so never).
+        responses; whether a tool ran is then inferred from that text, so never, unless the agent writes a
+        ``<tool_response>`` itself, which the release credits as a tool that ran). The trajectory holds only
+        the env's tool responses: one the agent writes is kept as ``[tool_response]`` there.
     reward_fns: extra reward terms, functions ``f(trajectory, info) -> float | dict[str, float]`` called
         when an episode ends; each term is added to the reward and to ``info["reward_components"]``
         (see :mod:`paravt_env.reward_terms`).
@@ -122,12 +126,30 @@ DISPATCH_RULES = {
 
 
 _OUTSIDE_CHARSET = re.compile("[^" + re.escape("".join(sorted(CHARSET))) + "]")
-_STRUCTURAL_TAG = re.compile(r"</?(think|answer|tool_call|tool_code|tool_response)>")
+# Besides the grammar's tags: chat and vision tokens (``<|im_end|>``, ``<|image_pad|>``), which a tokenizer
+# reads as chat structure or image slots (a tool response holding one makes the policy's next prompt fail to
+# render, or lets the agent write chat structure), and the observation text's own image markers.
+_STRUCTURAL_TAG = re.compile(r"</?(think|answer|tool_call|tool_code|tool_response|image|video)>|<\|\w+\|>")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def neutralize_tags(text: str) -> str:
-    """Sub-agent text must not forge structure (an ``<answer>`` inside a tool response)."""
-    return _STRUCTURAL_TAG.sub(lambda m: m.group(0).replace("<", "[").replace(">", "]"), text)
+    """Tool-response text (sub-agent summaries, errors and notes echoing the agent's values) must not forge
+    structure (an ``<answer>``, a ``<|im_end|>`` or an ``<|image_pad|>`` inside a tool response), and must
+    be text a tokenizer can encode: a lone surrogate, which a JSON escape such as ``"\\ud800"`` in a call
+    produces, is written as its escape."""
+    text = _STRUCTURAL_TAG.sub(lambda m: m.group(0).replace("<", "[").replace(">", "]"), text)
+    return _SURROGATE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+_RESPONSE_TAG = re.compile(r"<(/?)tool_response>")
+
+
+def neutralize_responses(text: str) -> str:
+    """Only the environment writes tool responses into the trajectory it parses and scores. One the agent
+    writes itself would hide its text from the parser (an answer inside it would not end the episode) and,
+    under ``multi_turn_rules``, from the per-turn checks, which split turns at tool responses."""
+    return _RESPONSE_TAG.sub(r"[\1tool_response]", text)
 
 
 def sanitize(text: str) -> str:
@@ -386,9 +408,10 @@ class ParaVTLongVideoEnv(gym.Env):
         if self.think_prefix and not text.startswith(self.think_prefix):
             text = self.think_prefix + text
         self.turn += 1
-        self.trajectory += text
         self.agent_text += text[len(self.think_prefix):]  # the prefix is prefilled, never the agent's
         self.messages.append({"role": "assistant", "content": text})
+        text = neutralize_responses(text)
+        self.trajectory += text
         parsed = parse_turn(text)
         calls = list(parsed.tool_calls)
         self.calls_emitted += len(parsed.parseable_tool_calls)

@@ -19,6 +19,7 @@ episode reward when it ends. ``infos`` carry the Gymnasium env's info for ``main
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import numpy as np
 from gymnasium import spaces
@@ -83,6 +84,8 @@ class ParaVTParallelEnv(ParallelEnv):
     def step(self, actions):
         if not self.agents:
             raise RuntimeError("episode over: call reset()")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict of agent name -> text, got {type(actions).__name__}")
         reward, done, truncated = 0.0, False, False
         if self.phase == "main":
             finished, parsed, notes, results = self.env.begin_turn(actions.get("main", ""))
@@ -111,8 +114,8 @@ class ParaVTParallelEnv(ParallelEnv):
         served_by = {id(r): name for name, r in self.pending}
         summaries = []
         for r in self.results:
-            text = actions.get(served_by[id(r)], "") if r.ok else ""
-            summaries.append(text if isinstance(text, str) else str(text))
+            # a sub-agent's action is text like main's, taken the same way (bytes decoded, other types as text)
+            summaries.append(self.env._coerce_action(actions.get(served_by[id(r)], ""))[0] if r.ok else "")
         self.env.deliver(self.results, summaries)
         self.pending, self.results = [], []
         self._main_obs = self.env._observation()

@@ -56,7 +56,9 @@ compare to the paper leave them off):
   think-before-tool and balance rules are checked in every assistant turn (the text between
   closed ``<tool_response>`` blocks) and must hold in all of them, the answer terms and R_acc
   read the last turn, and R_tool looks for calls in assistant text only (and, when
-  ``tool_executed`` is not given, for a closed tool response as proof that a tool ran).
+  ``tool_executed`` is not given, for a closed tool response as proof that a tool ran).  Turns are
+  split at tool responses, so every ``<tool_response>`` in the text must be the environment's: the
+  env keeps one that the agent writes as ``[tool_response]``.
 * ``option_text_match``: multiple-choice answers are matched by option letter or option text
   ("(B)", "The answer is b", "red circle", letters beyond D) instead of the released
   ``\\b[A-D]\\b`` search, which credits "A red star" as option A; articles are kept when
