@@ -1,7 +1,7 @@
 """Video files as other tools write them, made here with PyAV: odd sizes, display rotation,
 variable frame rate, audio tracks, MJPEG/AVI, VP9/WebM, MPEG-TS with a start offset, a raw
 H.264 stream, one-frame videos, headers without a duration, a mid-stream size change, 10-bit
-HEVC. Each must open, map times to the right frame with both decoders (or fall back to PyAV
+HEVC, an mp4 cut with an edit list, AVIs missing frames. Each must open, map times to the right frame with both decoders (or fall back to PyAV
 where decord goes wrong) and play through the environment."""
 
 from __future__ import annotations
@@ -285,3 +285,47 @@ def test_a_fifo_or_a_folder_named_like_a_video_says_what_it_is(tmp_path):
                                 "type": "open"}) + "\n")
     with pytest.raises(VideoError, match=re.escape(f"{path}:1: {tmp_path / 'folder.mp4'}: is a folder")):
         FileDataset(path, strict=True)
+
+
+def test_an_edit_list_that_cuts_the_start_plays_as_a_player_shows_it(tmp_path):
+    """``ffmpeg -ss 0.5 -c copy`` keeps the keyframe GOP before the cut and writes an edit list hiding its first
+    frames: the video starts at frame 5 and lasts 2.5 s. decord counts and times the hidden frames but returns
+    only the shown ones (every time 0.5 s late, the last half second frozen), so it is refused for these files."""
+    src = encode(tmp_path / "src.mp4", opts={"bf": "3", "g": "12"})
+    cut = tmp_path / "cut.mp4"
+    with av.open(str(src)) as i, av.open(str(cut), "w") as o:
+        s = i.streams.video[0]
+        out = o.add_stream_from_template(s)
+        shift = int(Fraction(1, 2) / s.time_base)
+        for p in i.demux(s):
+            if p.dts is None:
+                continue
+            p.pts, p.dts, p.stream = p.pts - shift, p.dts - shift, out
+            o.mux(p)
+    with av.open(str(cut)) as c:
+        assert any(p.is_discard for p in c.demux(video=0))
+    with pytest.raises(VideoError, match="edit list"):
+        FileVideoSource(cut, "decord")
+    for backend in ("auto", "pyav"):
+        src = FileVideoSource(cut, backend)
+        assert src.backend == "pyav" and src.num_frames == 25 and src.duration == pytest.approx(2.5)
+        t = np.arange(25) / 10 + 0.05
+        assert np.array_equal(frame_indices(src.frames_at(t, (48, 64))), np.arange(5, 30))
+        ov = src.overview(4, (32, 32))
+        assert np.array_equal(frame_indices(ov.images), 5 + np.floor(ov.timestamps * 10).astype(int))
+
+
+@pytest.mark.parametrize("damage", ["cut at half", "zeroed in the middle"])
+def test_an_avi_missing_frames_fails_at_open_with_either_decoder(tmp_path, damage):
+    """The AVI header states 30 frames; decord plays on over the missing ones as if they never existed (every
+    later time on the wrong frame), so the count is checked whichever decoder opens the file."""
+    data = bytearray(encode(tmp_path / "full.avi", codec="mjpeg", pix_fmt="yuvj420p").read_bytes())
+    if damage == "cut at half":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2: len(data) // 2 + 2000] = bytes(2000)
+    path = tmp_path / "damaged.avi"
+    path.write_bytes(bytes(data))
+    for backend in ("auto", "decord", "pyav"):
+        with pytest.raises(VideoError, match=re.escape(str(path)) + ".*truncated or damaged: .* of 30 frames"):
+            FileVideoSource(path, backend)
