@@ -835,9 +835,11 @@ class FileDataset(Sequence):
                 self._cache.pop(next(iter(self._cache)))
             self._cache[video_path] = source
         for a, b in q.evidence:
+            # known only once the video opens, mid-run, and most often a video cut short: an episode's
+            # VideoError, which trainers and evaluations skip, not a question file's DatasetError, which stops them
             if b > source.duration + 1.0:
-                raise DatasetError(f"{self._where[i]}: question {q.id!r}: evidence window [{a}, {b}] outside "
-                                   f"{video_path} ({source.duration:.1f} s)")
+                raise VideoError(f"{self._where[i]}: question {q.id!r}: evidence window [{a}, {b}] outside "
+                                 f"{video_path} ({source.duration:.1f} s)", video=str(video_path))
         return Episode(source, q)
 
 
