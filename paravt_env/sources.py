@@ -317,9 +317,11 @@ class FileVideoSource(VideoSource):
     # ---- decoding ---------------------------------------------------------------------------------
     def _to_array(self, frame) -> np.ndarray:
         h, w = self.frame_shape  # a mid-stream size change is scaled back to the first size
+        # one thread: swscale's automatic thread pool, once started, makes every process forked afterwards
+        # (AsyncVectorEnv's workers) hang or crash in its first conversion
         if (frame.height, frame.width) != (h, w):
-            return frame.to_ndarray(format="rgb24", width=w, height=h)
-        return frame.to_ndarray(format="rgb24")
+            return frame.to_ndarray(format="rgb24", width=w, height=h, threads=1)
+        return frame.to_ndarray(format="rgb24", threads=1)
 
     def _decode_pyav(self, idx: np.ndarray) -> np.ndarray:
         """Seek to a keyframe before a wanted frame and decode forward; a wanted frame at

@@ -1,8 +1,9 @@
 """Video files as other tools write them, made here with PyAV: odd sizes, display rotation,
 variable frame rate, audio tracks, MJPEG/AVI, VP9/WebM, MPEG-TS with a start offset, a raw
 H.264 stream, one-frame videos, headers without a duration, a mid-stream size change, 10-bit
-HEVC, an mp4 cut with an edit list, AVIs missing frames. Each must open, map times to the right frame with both decoders (or fall back to PyAV
-where decord goes wrong) and play through the environment."""
+HEVC, an mp4 cut with an edit list, AVIs missing frames. Each must open, map times to the right
+frame with both decoders (or fall back to PyAV where decord goes wrong) and play through the
+environment."""
 
 from __future__ import annotations
 
@@ -329,3 +330,37 @@ def test_an_avi_missing_frames_fails_at_open_with_either_decoder(tmp_path, damag
     for backend in ("auto", "decord", "pyav"):
         with pytest.raises(VideoError, match=re.escape(str(path)) + ".*truncated or damaged: .* of 30 frames"):
             FileVideoSource(path, backend)
+
+
+FORKED_AFTER_DECODING = """
+import json, sys
+import gymnasium as gym
+import paravt_env
+
+video = sys.argv[1]
+rows = [{"id": "q", "video": video, "question": "Which corner is red?", "answer": "top right", "type": "open"}]
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps(rows[0]) + "\\n")
+kw = dict(source=sys.argv[2], frame_budget=4, frame_size=(32, 32))
+env = gym.make("ParaVT-LongVideo-v0", **kw)
+env.reset(seed=0)  # this process decodes with PyAV (a rotated video) before forking
+assert env.unwrapped.episode.source.backend == "pyav"
+vec = gym.make_vec("ParaVT-LongVideo-v0", num_envs=2, vectorization_mode="async", vector_kwargs={"context": "fork"},
+                   **kw)
+vec.reset_async(seed=[0, 1])
+obs, info = vec.reset_wait(timeout=30)
+vec.close(terminate=True)
+print("ok", obs["frames"].shape)
+"""
+
+
+def test_workers_forked_after_decoding_decode_too(tmp_path):
+    """AsyncVectorEnv forks its workers from a process that may have decoded already (an env played first):
+    the workers must decode as well, not hang or crash in their first frame conversion."""
+    import subprocess
+    import sys
+
+    encode(tmp_path / "rot.mp4", rotation=-90)
+    run = subprocess.run([sys.executable, "-c", FORKED_AFTER_DECODING, str(tmp_path / "rot.mp4"),
+                          str(tmp_path / "q.jsonl")], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0 and "ok (2, 4, 32, 32, 3)" in run.stdout, run.stderr[-2000:]
