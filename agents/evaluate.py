@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import defaultdict
 
@@ -20,6 +21,7 @@ from tqdm import tqdm
 
 import paravt_env  # noqa: F401  (registers the env)
 from paravt_env.config import DEFAULTS, GATING_BUDGETS
+from paravt_env.sources import VideoError
 from agents.scripted import AGENTS, make_agent
 
 
@@ -32,8 +34,13 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def run_episode(env, agent, seed: int, episode_index: int) -> dict:
-    obs, info = env.reset(seed=seed, options={"episode_index": episode_index})
+def run_episode(env, agent, seed: int, episode_index: int) -> dict | None:
+    """One episode's record; None when its video does not decode (the env's reset names it)."""
+    try:
+        obs, info = env.reset(seed=seed, options={"episode_index": episode_index})
+    except VideoError as exc:
+        print(f"[data] leaving out episode {episode_index}, its video does not decode: {exc}", file=sys.stderr)
+        return None
     reward, done = 0.0, False
     while not done:
         obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
@@ -53,10 +60,16 @@ def evaluate(agent_name: str, episodes: int, seed: int = 0, first_episode: int =
     env = gym.make("ParaVT-LongVideo-v0", **env_kwargs)
     agent = make_agent(agent_name, env, seed=seed if agent_seed is None else agent_seed)
     t0 = time.perf_counter()
-    rows = [run_episode(env, agent, seed + i, i)
-            for i in tqdm(range(first_episode, first_episode + episodes), desc=agent_name, leave=False)]
+    indices = range(first_episode, first_episode + episodes)
+    played = {i: run_episode(env, agent, seed + i, i) for i in tqdm(indices, desc=agent_name, leave=False)}
     wall = time.perf_counter() - t0
     env.close()
+    # as the protocol evaluation does: an episode whose video does not decode is left out and named, so one bad
+    # file costs its episodes, not the evaluation
+    skipped = [i for i, r in played.items() if r is None]
+    rows = [r for r in played.values() if r is not None]
+    if not rows:
+        raise VideoError(f"none of the {episodes} episodes has a video that decodes; repair or remove those videos")
     by_family, correct_by_family = defaultdict(list), defaultdict(list)
     for r in rows:
         by_family[r["family"]].append(r["accuracy"])
@@ -73,6 +86,8 @@ def evaluate(agent_name: str, episodes: int, seed: int = 0, first_episode: int =
         "correct_per_episode": [bool(r["correct"]) for r in rows],
         "family_per_episode": [r["family"] for r in rows],
         "wall_seconds": wall,
+        "videos_skipped": len(skipped),
+        "skipped_episodes": skipped,
     }
 
 
@@ -116,6 +131,9 @@ def main(argv=None):
           f"tool calls/episode {result['tool_calls_per_episode']:.2f}  wall {result['wall_seconds']:.1f} s")
     for family, acc in result["accuracy_per_family"].items():
         print(f"  {family:17s} {acc:.3f}")
+    if result["videos_skipped"]:
+        print(f"  left out {result['videos_skipped']} of {a.episodes} episodes whose video does not decode: "
+              f"{result['skipped_episodes']}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -129,8 +129,8 @@ class FileVideoSource(VideoSource):
     Args:
         path: the file.
         backend: ``"auto"`` (decord, falling back to PyAV for what decord cannot open or
-            decodes wrongly, e.g. AV1, rotated phone videos, MPEG-TS, raw streams), ``"decord"``
-            or ``"pyav"``.
+            decodes wrongly, e.g. AV1, rotated phone videos, MPEG-TS, raw streams, mp4s whose
+            edit list cuts the start), ``"decord"`` or ``"pyav"``.
 
     Time is the presentation time of the frames, counted from the first one: frame ``i``
     shows ``[start_i, start_{i+1})``, so variable-frame-rate files, streams that start at a
@@ -179,15 +179,19 @@ class FileVideoSource(VideoSource):
     def _open_decord(self) -> None:
         import decord
 
-        rotation, container_format = _pyav_probe(self.path)
-        if rotation % 360:  # decord 0.6 returns 4-channel, wrongly sized frames for these
-            raise RuntimeError(f"display rotation {rotation} degrees is not supported by decord")
-        if container_format in _DECORD_MISSEEKS:
-            raise RuntimeError(f"decord seeks {container_format} streams to the wrong frames")
+        probe = _pyav_probe(self.path)
+        if probe.rotation % 360:  # decord 0.6 returns 4-channel, wrongly sized frames for these
+            raise RuntimeError(f"display rotation {probe.rotation} degrees is not supported by decord")
+        if probe.format in _DECORD_MISSEEKS:
+            raise RuntimeError(f"decord seeks {probe.format} streams to the wrong frames")
+        if probe.cut_start:  # decord counts and times the cut frames but returns only the shown ones
+            raise RuntimeError("decord maps times to the wrong frames where an edit list cuts the start")
         reader = decord.VideoReader(str(self.path), num_threads=1)
         n = len(reader)
         if not 1 <= n <= MAX_VIDEO_FRAMES:
             raise RuntimeError(f"{n} frames")
+        # decord plays on past frames missing from an AVI as if they never existed, shifting every later time
+        _check_frame_count(n, probe.frames)
         first = reader[0].asnumpy()
         if first.ndim != 3 or first.shape[2] != 3:
             raise RuntimeError(f"decoded frames have shape {first.shape}")
@@ -212,9 +216,12 @@ class FileVideoSource(VideoSource):
         with av.open(str(self.path)) as container:
             stream = _video_stream(container)
             pts = array("q")  # 8 bytes a frame: a Python list would take 36
-            top, last_duration, timed, count = None, 0, True, 0
+            top, last_duration, timed, count, cut = None, 0, True, 0, 0
             for packet in container.demux(stream):
-                if packet.size == 0 or packet.is_discard:  # flush packets; frames an edit list cuts
+                if packet.size == 0:  # flush packets
+                    continue
+                if packet.is_discard:  # frames an edit list cuts: stored (so counted in the header), never shown
+                    cut += 1
                     continue
                 count += 1
                 if count > MAX_VIDEO_FRAMES:
@@ -228,8 +235,7 @@ class FileVideoSource(VideoSource):
                         top, last_duration = t, packet.duration or 0
             if count == 0:
                 raise RuntimeError("no video packets")
-            if stream.frames and count < stream.frames:  # the header's count: the data stops short
-                raise RuntimeError(f"truncated: {count} of {stream.frames} frames present")
+            _check_frame_count(count + cut, stream.frames)
             # the codec's rate (raw streams have no other; their container claims 25 fps)
             rate = float(stream.guessed_rate or stream.average_rate or stream.base_rate or 25)
             tb = stream.time_base
@@ -311,9 +317,11 @@ class FileVideoSource(VideoSource):
     # ---- decoding ---------------------------------------------------------------------------------
     def _to_array(self, frame) -> np.ndarray:
         h, w = self.frame_shape  # a mid-stream size change is scaled back to the first size
+        # one thread: swscale's automatic thread pool, once started, makes every process forked afterwards
+        # (AsyncVectorEnv's workers) hang or crash in its first conversion
         if (frame.height, frame.width) != (h, w):
-            return frame.to_ndarray(format="rgb24", width=w, height=h)
-        return frame.to_ndarray(format="rgb24")
+            return frame.to_ndarray(format="rgb24", width=w, height=h, threads=1)
+        return frame.to_ndarray(format="rgb24", threads=1)
 
     def _decode_pyav(self, idx: np.ndarray) -> np.ndarray:
         """Seek to a keyframe before a wanted frame and decode forward; a wanted frame at
@@ -401,16 +409,37 @@ def _video_stream(container):
 _DECORD_MISSEEKS = frozenset({"mpegts", "mpeg"})
 
 
-def _pyav_probe(path: Path) -> tuple[int, str]:
-    """(display rotation in degrees counter-clockwise, container format) as PyAV reads them;
-    (0, "") if PyAV cannot tell."""
+class _Probe(NamedTuple):
+    rotation: int  # display rotation, degrees counter-clockwise
+    format: str  # container format
+    frames: int  # frames the header states (0: it does not say)
+    cut_start: bool  # an edit list hides the first stored frames (``ffmpeg -ss`` with stream copy)
+
+
+def _pyav_probe(path: Path) -> _Probe:
+    """What PyAV reads of a file's header and first frame; nothing known if PyAV cannot read it."""
     try:
         import av
 
         with av.open(str(path)) as container:
-            return int(next(container.decode(_video_stream(container))).rotation or 0), container.format.name
+            stream = _video_stream(container)
+            cut_start, frame = None, None
+            for packet in container.demux(stream):
+                if packet.size and cut_start is None:
+                    cut_start = bool(packet.is_discard)
+                frame = next(iter(packet.decode()), None)
+                if frame is not None:
+                    break
+            return _Probe(int(frame.rotation or 0), container.format.name, int(stream.frames or 0), bool(cut_start))
     except Exception:  # PyAV unable to read the file: decord alone decides
-        return 0, ""
+        return _Probe(0, "", 0, False)
+
+
+def _check_frame_count(present: int, stated: int) -> None:
+    """A file holding fewer frames than its header states is cut short or damaged: refused at open, rather
+    than played with its later frames at the wrong times or missing."""
+    if stated and present < stated:
+        raise RuntimeError(f"truncated or damaged: {present} of {stated} frames present")
 
 
 def _typical_step(starts: np.ndarray, fps: float) -> float:
@@ -808,9 +837,11 @@ class FileDataset(Sequence):
                 self._cache.pop(next(iter(self._cache)))
             self._cache[video_path] = source
         for a, b in q.evidence:
+            # known only once the video opens, mid-run, and most often a video cut short: an episode's
+            # VideoError, which trainers and evaluations skip, not a question file's DatasetError, which stops them
             if b > source.duration + 1.0:
-                raise DatasetError(f"{self._where[i]}: question {q.id!r}: evidence window [{a}, {b}] outside "
-                                   f"{video_path} ({source.duration:.1f} s)")
+                raise VideoError(f"{self._where[i]}: question {q.id!r}: evidence window [{a}, {b}] outside "
+                                 f"{video_path} ({source.duration:.1f} s)", video=str(video_path))
         return Episode(source, q)
 
 

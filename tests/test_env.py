@@ -255,6 +255,36 @@ def test_evaluate_cli_gating_budgets_draw_k_from_the_given_set(tmp_path, capsys)
     assert "--gating-budgets must be a comma list" in capsys.readouterr().err
 
 
+def test_evaluate_leaves_out_an_episode_whose_video_does_not_decode(tmp_path, capsys):
+    """A question file with one good video and a text file named like a video: the scripted agents' evaluation
+    plays the good one, names the bad one and records it, as the protocol evaluation does; it never stops."""
+    import av
+
+    from agents.evaluate import evaluate, main
+
+    with av.open(str(tmp_path / "good.mp4"), "w") as c:
+        s = c.add_stream("libx264", rate=10)
+        s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
+        for i in range(10):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((32, 32, 3), 20 * i, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    (tmp_path / "notes.mp4").write_text("not a video\n")
+    rows = [{"id": f"q{i}", "video": v, "question": "Which?", "options": ["grey", "red"], "answer": "A", "type": "mcq"}
+            for i, v in enumerate(["good.mp4", "notes.mp4", "good.mp4"])]
+    source = tmp_path / "q.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = evaluate("no_tool", 3, source=str(source), frame_budget=4)
+    assert result["videos_skipped"] == 1 and result["skipped_episodes"] == [1]
+    assert len(result["correct_per_episode"]) == 2
+    assert str(tmp_path / "notes.mp4") in capsys.readouterr().err
+    main(["--agent", "no_tool", "--episodes", "3", "--source", str(source), "--frame-budget", "4"])
+    assert "left out 1 of 3 episodes whose video does not decode: [1]" in capsys.readouterr().out
+    with pytest.raises(paravt_env.VideoError, match="none of the 1 episodes"):
+        evaluate("no_tool", 1, first_episode=1, source=str(source), frame_budget=4)
+
+
 def test_pettingzoo_api_and_spaces():
     from pettingzoo.test import parallel_api_test
 

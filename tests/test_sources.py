@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import av
+import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -492,12 +493,21 @@ def test_missing_empty_and_binary_question_files(tmp_path):
 
 
 def test_evidence_outside_the_video(tmp_path, good_row):
+    """Found only once the video opens, mid-run: the episode's VideoError naming the video, which the
+    trainers skip (a video cut short is the usual cause), never an error that ends the run."""
+    from trainers.rollouts import BadVideos
+
     path = write_rows(tmp_path / "q.jsonl", [good_row, {**good_row, "id": "late", "evidence": [[100.0, 200.0]]}])
     data = FileDataset(path)  # the video's length is known only once it is opened
     assert data[0].question.id == good_row["id"]
-    with pytest.raises(DatasetError, match=re.escape(f"{path}:2: question 'late'") + ".*outside.*"
-                       + re.escape(good_row["video"])):
+    with pytest.raises(VideoError, match=re.escape(f"{path}:2: question 'late'") + ".*outside.*"
+                       + re.escape(good_row["video"])) as caught:
         data[1]
+    assert caught.value.video == good_row["video"]
+    env = gym.make("ParaVT-LongVideo-v0", source=str(path), frame_budget=4).unwrapped
+    skipped = BadVideos(redraw=False, log=lambda msg: None)
+    assert skipped.reset(env, 0, {"episode_index": 1}) is None and skipped.episodes == [1]
+    assert skipped.reset(env, 0, {"episode_index": 0})[1]["question_id"] == good_row["id"]
 
 
 def test_missing_video_fails_naming_it(tmp_path, good_row):

@@ -1,8 +1,9 @@
 """Video files as other tools write them, made here with PyAV: odd sizes, display rotation,
 variable frame rate, audio tracks, MJPEG/AVI, VP9/WebM, MPEG-TS with a start offset, a raw
 H.264 stream, one-frame videos, headers without a duration, a mid-stream size change, 10-bit
-HEVC. Each must open, map times to the right frame with both decoders (or fall back to PyAV
-where decord goes wrong) and play through the environment."""
+HEVC, an mp4 cut with an edit list, AVIs missing frames. Each must open, map times to the right
+frame with both decoders (or fall back to PyAV where decord goes wrong) and play through the
+environment."""
 
 from __future__ import annotations
 
@@ -285,3 +286,81 @@ def test_a_fifo_or_a_folder_named_like_a_video_says_what_it_is(tmp_path):
                                 "type": "open"}) + "\n")
     with pytest.raises(VideoError, match=re.escape(f"{path}:1: {tmp_path / 'folder.mp4'}: is a folder")):
         FileDataset(path, strict=True)
+
+
+def test_an_edit_list_that_cuts_the_start_plays_as_a_player_shows_it(tmp_path):
+    """``ffmpeg -ss 0.5 -c copy`` keeps the keyframe GOP before the cut and writes an edit list hiding its first
+    frames: the video starts at frame 5 and lasts 2.5 s. decord counts and times the hidden frames but returns
+    only the shown ones (every time 0.5 s late, the last half second frozen), so it is refused for these files."""
+    src = encode(tmp_path / "src.mp4", opts={"bf": "3", "g": "12"})
+    cut = tmp_path / "cut.mp4"
+    with av.open(str(src)) as i, av.open(str(cut), "w") as o:
+        s = i.streams.video[0]
+        out = o.add_stream_from_template(s)
+        shift = int(Fraction(1, 2) / s.time_base)
+        for p in i.demux(s):
+            if p.dts is None:
+                continue
+            p.pts, p.dts, p.stream = p.pts - shift, p.dts - shift, out
+            o.mux(p)
+    with av.open(str(cut)) as c:
+        assert any(p.is_discard for p in c.demux(video=0))
+    with pytest.raises(VideoError, match="edit list"):
+        FileVideoSource(cut, "decord")
+    for backend in ("auto", "pyav"):
+        src = FileVideoSource(cut, backend)
+        assert src.backend == "pyav" and src.num_frames == 25 and src.duration == pytest.approx(2.5)
+        t = np.arange(25) / 10 + 0.05
+        assert np.array_equal(frame_indices(src.frames_at(t, (48, 64))), np.arange(5, 30))
+        ov = src.overview(4, (32, 32))
+        assert np.array_equal(frame_indices(ov.images), 5 + np.floor(ov.timestamps * 10).astype(int))
+
+
+@pytest.mark.parametrize("damage", ["cut at half", "zeroed in the middle"])
+def test_an_avi_missing_frames_fails_at_open_with_either_decoder(tmp_path, damage):
+    """The AVI header states 30 frames; decord plays on over the missing ones as if they never existed (every
+    later time on the wrong frame), so the count is checked whichever decoder opens the file."""
+    data = bytearray(encode(tmp_path / "full.avi", codec="mjpeg", pix_fmt="yuvj420p").read_bytes())
+    if damage == "cut at half":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2: len(data) // 2 + 2000] = bytes(2000)
+    path = tmp_path / "damaged.avi"
+    path.write_bytes(bytes(data))
+    for backend in ("auto", "decord", "pyav"):
+        with pytest.raises(VideoError, match=re.escape(str(path)) + ".*truncated or damaged: .* of 30 frames"):
+            FileVideoSource(path, backend)
+
+
+FORKED_AFTER_DECODING = """
+import json, sys
+import gymnasium as gym
+import paravt_env
+
+video = sys.argv[1]
+rows = [{"id": "q", "video": video, "question": "Which corner is red?", "answer": "top right", "type": "open"}]
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps(rows[0]) + "\\n")
+kw = dict(source=sys.argv[2], frame_budget=4, frame_size=(32, 32))
+env = gym.make("ParaVT-LongVideo-v0", **kw)
+env.reset(seed=0)  # this process decodes with PyAV (a rotated video) before forking
+assert env.unwrapped.episode.source.backend == "pyav"
+vec = gym.make_vec("ParaVT-LongVideo-v0", num_envs=2, vectorization_mode="async", vector_kwargs={"context": "fork"},
+                   **kw)
+vec.reset_async(seed=[0, 1])
+obs, info = vec.reset_wait(timeout=30)
+vec.close(terminate=True)
+print("ok", obs["frames"].shape)
+"""
+
+
+def test_workers_forked_after_decoding_decode_too(tmp_path):
+    """AsyncVectorEnv forks its workers from a process that may have decoded already (an env played first):
+    the workers must decode as well, not hang or crash in their first frame conversion."""
+    import subprocess
+    import sys
+
+    encode(tmp_path / "rot.mp4", rotation=-90)
+    run = subprocess.run([sys.executable, "-c", FORKED_AFTER_DECODING, str(tmp_path / "rot.mp4"),
+                          str(tmp_path / "q.jsonl")], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0 and "ok (2, 4, 32, 32, 3)" in run.stdout, run.stderr[-2000:]
