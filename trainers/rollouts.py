@@ -107,9 +107,11 @@ class Timer:
 
 class BadVideos:
     """Episodes whose video does not decode (``VideoError`` at reset: a file damaged in its middle, a
-    folder or FIFO where a video should be). Each is skipped and another drawn in its place; each video
-    is named once in the log; once more than ``max_fraction`` of the draws so far (counted as at least
-    ``MIN_DRAWS``, so the first bad draw of a run does not stop it) failed, the run stops with one line.
+    folder or FIFO where a video should be), or whose question does not fit its video (``DatasetError`` at
+    reset: an evidence window past the video's end, known only once the video opens). Each is skipped and
+    another drawn in its place; each video (each such question) is named once in the log; once more than
+    ``max_fraction`` of the draws so far (counted as at least ``MIN_DRAWS``, so the first bad draw of a run
+    does not stop it) failed, the run stops with one line.
     ``counts``: [draws, skipped] to start from (a resumed run's, ``state()`` of the run so far).
 
     ``redraw=False`` (evaluation, whose episodes are fixed): such an episode is not replaced but left out,
@@ -134,7 +136,7 @@ class BadVideos:
         """``env.reset``, redrawing (seed derived from ``seed`` and the try, any pinned episode dropped)
         while the drawn video does not decode: rollouts of one prompt share a seed, so they share the
         replacement too. With ``redraw=False``: None for such an episode."""
-        from paravt_env.sources import VideoError
+        from paravt_env.sources import DatasetError, VideoError
 
         for attempt in range(self.MAX_TRIES):
             self.draws += 1
@@ -142,12 +144,14 @@ class BadVideos:
                 return env.reset(seed=derive_seed(seed, attempt) if attempt else seed,
                                  options=options if not attempt else
                                  {k: v for k, v in (options or {}).items() if k != "episode_index"})
-            except VideoError as exc:
+            except (VideoError, DatasetError) as exc:
                 self.skipped += 1
-                name = exc.video or str(exc)
+                name = getattr(exc, "video", None) or str(exc)
                 if name not in self.named:
                     self.named[name] = None
-                    self.log(f"[data] skipping episodes of a video that does not decode: {exc}")
+                    self.log(f"[data] skipping episodes of a video that does not decode: {exc}"
+                             if isinstance(exc, VideoError) else f"[data] skipping a question that does not fit "
+                                                                 f"its video: {exc}")
                 if not self.redraw:
                     self.episodes.append(int((options or {}).get("episode_index", seed)))
                     return None
