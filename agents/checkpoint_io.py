@@ -216,6 +216,16 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
 # ============================================================================================
 # model folders: manifest, completeness checks
 # ============================================================================================
+def _name_problem(name) -> str | None:
+    """Why a name that a folder's own record gives (its manifest, its weights index) is not a file inside that
+    folder: a folder from elsewhere could otherwise have files outside it checked, hashed or loaded."""
+    if not isinstance(name, str) or not name.strip() or "\0" in name:
+        return f"{str(name)[:80]!r} is not a file name"
+    if os.path.isabs(name) or ".." in Path(name).parts:
+        return f"{name[:80]!r} lies outside the folder"
+    return None
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -242,6 +252,12 @@ def read_manifest(folder: str | os.PathLike) -> dict | None:
         m = json.loads(path.read_text())
         if not isinstance(m, dict) or not isinstance(m.get("files"), dict):
             raise ValueError("no 'files' table")
+        for name, rec in m["files"].items():
+            if not isinstance(rec, dict):
+                raise ValueError(f"the entry of {name[:80]!r} is not an object")
+            problem = _name_problem(name)
+            if problem:
+                raise ValueError(problem)
         return m
     except (OSError, ValueError) as exc:
         raise RunStateError(f"{path} is unreadable ({exc})") from exc
@@ -283,7 +299,7 @@ def _safetensors_problem(path: Path) -> str | None:
                 return f"{path.name} is truncated ({size} bytes, less than its {8 + n}-byte header)"
             header = json.loads(f.read(n))
         end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError) as exc:
         return f"{path.name} has an unreadable header ({type(exc).__name__})"
     if size < 8 + n + end:
         return f"{path.name} is truncated ({size} of {8 + n + end} bytes)"
@@ -297,9 +313,12 @@ def _weights_problem(folder: Path) -> str | None:
     if st_index.is_file():
         try:
             shards = sorted(set(json.loads(st_index.read_text())["weight_map"].values()))
-        except (OSError, ValueError, KeyError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
             return f"{st_index.name} is unreadable ({type(exc).__name__})"
         for shard in shards:
+            problem = _name_problem(shard)
+            if problem:
+                return f"{st_index.name} names a weight shard that is not in the folder: {problem}"
             if not (folder / shard).is_file():
                 return f"weight shard {shard} is missing"
             problem = _safetensors_problem(folder / shard)
@@ -334,7 +353,8 @@ def model_dir_problem(path: str | os.PathLike) -> str | None:
     if not config.is_file():
         return "no config.json there (nor in its cold_start/): not a checkpoint folder"
     try:
-        json.loads(config.read_text())
+        if not isinstance(json.loads(config.read_text()), dict):
+            return "config.json is not a JSON object"
     except (OSError, ValueError) as exc:
         return f"config.json is unreadable ({type(exc).__name__}: {exc})"
     problem = _weights_problem(folder)

@@ -594,6 +594,8 @@ def _question_from_row(row: dict, where: str) -> tuple[list[str], Question]:
         options = tuple(options) or None
     if qtype == "mcq" and not options:
         raise _row_error(where, "an 'mcq' row needs non-empty 'options'")
+    if isinstance(row["answer"], float) and not math.isfinite(row["answer"]):
+        raise _row_error(where, f"field 'answer' is {row['answer']!r}, not an answer")
     answer = row["answer"] if isinstance(row["answer"], str) else repr(row["answer"])
     if not answer.strip():
         raise _row_error(where, "field 'answer' is empty")
@@ -679,7 +681,7 @@ def _from_release_row(row: dict, where: str) -> dict:
         return row[key] if row.get(key) is not None else extra.get(key, default)
 
     qtype = get("question_type", get("type", "oe"))
-    if qtype not in QUESTION_TYPES:
+    if not isinstance(qtype, str) or qtype not in QUESTION_TYPES:
         raise _row_error(where, f"unknown question_type {str(qtype)[:40]!r}; known: {sorted(QUESTION_TYPES)}")
     options = get("options")
     if options is None and QUESTION_TYPES[qtype] == "mcq":

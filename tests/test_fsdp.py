@@ -10,6 +10,7 @@ test would dominate the time) and writes what it measured; each test then checks
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -257,6 +258,30 @@ def test_a_sharded_checkpoint_is_read_as_data_only(spawned, tmp_path):
     with pytest.raises(run_state.RunStateError, match="names its sharded state '../../elsewhere.dcp', not "
                                                       "step_000001.dcp"):
         run_state.load_training_checkpoint(ck / "step_000001.pt")
+
+
+def test_a_sharded_checkpoint_never_reads_a_data_file_outside_its_folder(spawned, tmp_path):
+    """DCP opens each data file at the folder joined with the name its metadata records: a metadata (with a
+    manifest rewritten to match) naming a file outside the folder is refused before anything is read."""
+    import dataclasses
+    import pickle
+    import shutil
+
+    from trainers import distributed
+
+    run = tmp_path / "run"
+    shutil.copytree(spawned / "runs" / "resumed", run, ignore=shutil.ignore_patterns("run.lock"))
+    folder = run / "checkpoints" / "step_000002.dcp"
+    metadata = distributed._read_metadata(folder / ".metadata")
+    key = next(iter(metadata.storage_data))
+    outside = "../../" + metadata.storage_data[key].relative_path
+    metadata.storage_data[key] = dataclasses.replace(metadata.storage_data[key], relative_path=outside)
+    (folder / ".metadata").write_bytes(pickle.dumps(metadata))
+    run_state.write_manifest(folder, {"step": 2})
+    state = run_state.load_training_checkpoint(run / "checkpoints" / "step_000002.pt")
+    with pytest.raises(run_state.RunStateError, match=re.escape(f"names a data file {outside!r} that is not in its "
+                                                                "folder")):
+        distributed.load_checkpoint(state, run / "checkpoints" / "step_000002.pt", None, None, 0)
 
 
 # ------------------------------------------------------------------ (c) final_model is a plain folder

@@ -418,6 +418,23 @@ def test_a_video_corrupt_mid_file_is_skipped_counted_and_named_once(tiny_dir, tm
                                    "videos")
 
 
+def test_a_question_whose_evidence_lies_past_its_video_is_skipped_not_the_end_of_the_run(tiny_dir, tmp_path,
+                                                                                       question_file, capsys):
+    """An evidence window past the video's end is known only once the video opens, mid-run: that episode is
+    skipped and counted like one whose video does not decode (the error names the question and the window), and
+    the run goes on."""
+    rows = [json.loads(line) for line in question_file.read_text().splitlines()]
+    mixed = tmp_path / "late_evidence.jsonl"
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in rows + [dict(r, id=f"late{i}", evidence=[[100.0, 200.0]])
+                                                                   for i, r in enumerate(rows)]))
+    hist = core.main_for(GRPOArgs, tiny_argv(tiny_dir, tmp_path / "runs", "--source", str(mixed), "--video-root",
+                                             str(question_file.parent), "--total-steps", "2",
+                                             "--max-bad-video-fraction", "0.5"))
+    assert [h["step"] for h in hist] == [1, 2] and hist[-1]["data/videos_skipped"] > 0
+    err = capsys.readouterr().err
+    assert "[data] skipping episodes of a video" in err and "question 'late" in err and "outside" in err
+
+
 def _with_bad_videos(question_file, data, bad_after):
     """A copy of the question file's folder, a video damaged mid-file in it, and mixed.jsonl: its rows, each
     row i in ``bad_after`` followed by a copy of it on the damaged video."""

@@ -133,6 +133,55 @@ def test_a_config_file_sets_the_sweep_and_the_command_line_wins(tmp_path):
         ["--total-steps", "4", "--no-think-prefix", "--seeds", "1,2"]
 
 
+def test_a_report_leaves_out_histories_and_evaluations_of_other_shapes_naming_them(tmp_path, capsys):
+    """--report-only on an out folder from elsewhere: a history.json or evaluation file that is not what the
+    trainers and the evaluation write is named on stderr and left out; the report is built from the rest."""
+    out = tmp_path / "out"
+    good = [{"step": s, "train/format_reward_common": 0.5, "train/tool_calls_per_rollout": 1.0} for s in (1, 2)]
+    record = {"conditions": {"tools": {"accuracy": 0.5, "calls": [0, 1], "transcripts": []}}}
+    files = {"runs/grpo__s1/history.json": ["a", "b"],
+             "runs/grpo__s2/history.json": good,
+             "runs/grpo__s3/history.json": [{"step": "two", "train/format_reward_common": "high"}],
+             "runs/grpo__s4/history.json": good,
+             "evals/grpo__s2/step_000002.json": [1, 2],
+             "evals/grpo__s4/step_000002.json": record,
+             "evals/start_strong__s2/step_000000.json": {"conditions": {"tools": {"accuracy": "high"}}},
+             "evals/start_strong__s4/step_000000.json": {"conditions": {"tools": {"transcripts": [{"turns": 3}]}}}}
+    for name, content in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(json.dumps(content))
+    report = sweep.main(["--rows", "grpo", "--seeds", "1,2,3,4", "--total-steps", "2", "--eval-every", "2",
+                         "--checkpoint-every", "2", "--report-only", "--out", str(out)])
+    assert report["grpo"]["seeds"] == [2, 4]
+    assert report["grpo"]["per_seed"]["4"]["eval_accuracy"] == 0.5
+    assert math.isnan(report["grpo"]["per_seed"]["2"]["eval_accuracy"])
+    err = capsys.readouterr().err
+    for name in ("runs/grpo__s1/history.json", "runs/grpo__s3/history.json"):
+        assert f"{out / name}: not a run's history (" in err
+    assert f"{out / 'evals/grpo__s2/step_000002.json'}: not an evaluation record (not an object with a " in err
+    assert f"{out / 'evals/start_strong__s2/step_000000.json'}: not an evaluation record (accuracy is not a " in err
+    assert f"{out / 'evals/start_strong__s4/step_000000.json'}: not an evaluation record (transcripts are " in err
+
+
+@pytest.mark.parametrize("content, expect", [
+    ("{not json", "cannot read (JSONDecodeError"),
+    ('["--model", "m"]', "not a trainer's args.json (a list, not an object of settings)"),
+    ('{"model": 5}', "model is '5' (int); a trainer writes str values there"),
+    ('{"torch_threads": "x"}', "torch_threads is 'x' (str); a trainer writes int values there"),
+    ('{"think_prefix": 1}', "think_prefix is '1' (int); a trainer writes bool values there"),
+])
+def test_an_evaluation_of_an_args_file_of_other_shapes_stops_in_one_line(tmp_path, capsys, content, expect):
+    from trainers import evaluation
+
+    (tmp_path / "args.json").write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        evaluation.main(["--args", str(tmp_path / "args.json"), "--out-dir", str(tmp_path / "evals"), "--episodes", "1",
+                         "--batch", "1", "--first-episode", "0"])
+    assert exc.value.code == 2
+    assert f"error: {tmp_path / 'args.json'}: {expect}" in capsys.readouterr().err
+    assert not (tmp_path / "evals").exists()
+
+
 # ------------------------------------------------------------------ a whole sweep on the tiny model
 def test_sweep_evaluates_every_row_on_the_same_episodes_and_reports_verdicts(tiny_dir, tmp_path):
     out = tmp_path / "out"

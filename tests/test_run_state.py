@@ -349,6 +349,11 @@ def test_saved_model_folder_has_a_manifest_and_loads(saved_model):
     ("cut_after_header_no_manifest", "model.safetensors is truncated (40000 of "),
     ("empty_weights_no_manifest", "model.safetensors is empty (0 bytes)"),
     ("bad_config_no_manifest", "config.json is unreadable"),
+    ("list_config_no_manifest", "config.json is not a JSON object"),
+    ("list_header_no_manifest", "model.safetensors has an unreadable header (AttributeError)"),
+    ("manifest_outside", "'../outside/model.safetensors' lies outside the folder"),
+    ("index_outside_no_manifest", "names a weight shard that is not in the folder: "
+                                  "'../outside/model.safetensors' lies outside the folder"),
 ])
 def test_incomplete_model_folders_are_refused_by_load_and_by_the_trainer(saved_model, tmp_path, damage, expect):
     """load_checkpoint used to return a 1-token tokenizer for a folder without tokenizer files."""
@@ -370,11 +375,78 @@ def test_incomplete_model_folders_are_refused_by_load_and_by_the_trainer(saved_m
         (folder / "model.safetensors").write_bytes(b"")
     elif damage.startswith("bad_config"):
         (folder / "config.json").write_text('{"model_type": ')
+    elif damage.startswith("list_config"):
+        (folder / "config.json").write_text("[1]")
+    elif damage.startswith("list_header"):
+        (folder / "model.safetensors").write_bytes((8).to_bytes(8, "little") + b"[1, 2]  " + b"\0" * 64)
+    elif damage.endswith("outside") or damage.startswith("index_outside"):
+        # a whole model beside the folder, which the folder's own record names: what it names is never read
+        _copy(saved_model, tmp_path / "outside")
+        if damage == "manifest_outside":
+            manifest = run_state.read_manifest(folder)
+            manifest["files"]["../outside/model.safetensors"] = manifest["files"]["model.safetensors"]
+            (folder / run_state.MANIFEST_NAME).write_text(json.dumps(manifest))
+        else:
+            (folder / "model.safetensors").unlink()
+            (folder / "model.safetensors.index.json").write_text(json.dumps(
+                {"weight_map": {"lm_head.weight": "../outside/model.safetensors"}}))
     with pytest.raises(ValueError, match=re.escape(expect)):
         load_checkpoint(str(folder))
     with pytest.raises(SystemExit) as exc:
         config.parse_args(para_grpo.Args, ["--model", str(folder)])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("name, content, expect", [
+    ("sft_args.json", "{not json", "sft_args.json: not a build record (JSONDecodeError"),
+    ("sft_args.json", '{"args": [1]}', "sft_args.json: not a build record (expected an object with an 'args' object)"),
+    ("preprocessor_config.json", '{"size": 5}', "preprocessor_config.json: not an image processor's settings"),
+    ("preprocessor_config.json", '{"max_pixels": "many"}', "preprocessor_config.json: patch_size, merge_size and "
+                                                           "max_pixels (or size.longest_edge) must be positive numbers"),
+    ("preprocessor_config.json", '{"max_pixels": 100000, "patch_size": 0}', "must be positive numbers, got 0, 2"),
+])
+def test_a_model_folders_unreadable_settings_files_are_one_line_naming_them(saved_model, tmp_path, capsys, name,
+                                                                           content, expect):
+    """The build record and the processor settings the trainers read from a --model folder before loading it."""
+    from trainers import config, para_grpo
+
+    folder = _copy(saved_model, tmp_path / "model")
+    (folder / run_state.MANIFEST_NAME).unlink()
+    cfg = json.loads((folder / "config.json").read_text())  # not marked a tiny build: both files are read
+    cfg.pop("paravt_tiny_build", None)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / name).write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        config.parse_args(para_grpo.Args, ["--model", str(folder)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f": error: --model {folder}: {folder / name}: " in one_line_error(err) and expect in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_model_folders_own_code_never_runs(saved_model, tmp_path, monkeypatch):
+    """config.json's auto_map names Python in the folder: transformers would ask on the terminal whether to run
+    it; the folder is refused without asking, even by someone who would answer yes, and nothing in it runs."""
+    import builtins
+
+    from agents.lmm.tiny_qwen import load_checkpoint
+
+    folder = _copy(saved_model, tmp_path / "model")
+    (folder / run_state.MANIFEST_NAME).unlink()
+    marker = tmp_path / "ran"
+    (folder / "custom.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
+                                      "from transformers import PretrainedConfig\n"
+                                      "class CustomConfig(PretrainedConfig):\n    model_type = 'custom_vl'\n")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(model_type="custom_vl", auto_map={"AutoConfig": "custom.CustomConfig",
+                                                 "AutoModelForImageTextToText": "custom.CustomModel"})
+    (folder / "config.json").write_text(json.dumps(cfg))
+    asked = []
+    monkeypatch.setattr(builtins, "input", lambda prompt="": asked.append(prompt) or "y")
+    with pytest.raises(ValueError, match=re.escape(f"model directory {str(folder)!r} cannot be loaded: ValueError: ")
+                       + ".*contains custom code"):
+        load_checkpoint(str(folder))
+    assert not asked and not marker.exists()
 
 
 def test_bad_model_flag_is_one_line_without_traceback(saved_model, tmp_path):
@@ -482,6 +554,37 @@ def test_a_planted_pickle_checkpoint_is_skipped_and_never_run(reference, tmp_pat
     assert "from step_000002.pt (step 2 of 4)" in err and [h["step"] for h in hist] == [3, 4]
     assert_reproduces(run, reference)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("field, value, expect", [
+    ("step", "four", "its step is a str, not a whole number"),
+    ("rng", "seeded", "its rng is a str, not a mapping"),
+    ("history", ["a", "b"], "its history holds other than records"),
+    ("args", [1], "its args is a list, not a mapping"),
+    ("bad_videos", [1.5, "x"], "its bad_videos is not two whole numbers"),
+])
+def test_a_checkpoint_with_fields_of_other_kinds_is_skipped_by_name(reference, tmp_path, capsys, field, value,
+                                                                    expect):
+    """Plain data of the wrong shape (a checkpoint from elsewhere) is skipped like a damaged one, naming the field,
+    and --resume takes the checkpoint before it; it never stops the resume halfway with a traceback."""
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(reference[0], run)
+    (run / "final_model").rename(tmp_path / "final_model.bak")
+    ck4 = run / "checkpoints" / "step_000004.pt"
+    torch.save({**torch.load(ck4, weights_only=True), field: value}, ck4)
+    hist = train_here(tmp_path, "--resume")
+    err = capsys.readouterr().err
+    assert f"--resume: skipping {ck4} is not a training checkpoint ({expect})" in err
+    assert "from step_000002.pt (step 2 of 4)" in err and [h["step"] for h in hist] == [3, 4]
+    assert_reproduces(run, reference)
+    if field == "rng":  # a mapping of generator states this program cannot restore: one line, no traceback
+        torch.save({**torch.load(ck4, weights_only=True), "rng": {"python": "seeded"}}, ck4)
+        with pytest.raises(SystemExit) as exc:
+            train_here(tmp_path, "--resume", "--total-steps", "6")
+        assert str(exc.value.code).startswith(f"error: {ck4} holds random-generator states this program cannot "
+                                              "restore (")
 
 
 def test_deleted_latest_checkpoint_resumes_from_the_one_before(reference, tmp_path, capsys):

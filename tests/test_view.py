@@ -220,6 +220,44 @@ def test_view_bad_input(tmp_path, capsys):
     assert "../" not in "".join(_parse(pages[0].read_text()).imgs)
 
 
+def test_view_writes_and_reads_nothing_outside_the_run_folder(tmp_path, capsys):
+    """A run folder from someone else: a page name that is a symlink to one of the user's files is replaced, not
+    written through; a step folder or records file that is a symlink to elsewhere is listed and passed over; a
+    samples folder that is one is refused. A sample whose fields have other shapes still renders."""
+    import os
+    import shutil
+
+    run = _hostile_run(tmp_path)
+    steps = run / "samples"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file")
+    os.symlink(victim, steps / "step_000010" / "index.html")
+    os.symlink(victim, steps / "step_000010" / view.sample_page_name(1))
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(steps / "step_000020", elsewhere)
+    os.symlink(elsewhere, steps / "step_000030")
+    (steps / "step_000020" / S.RECORDS).rename(tmp_path / "records.json")
+    os.symlink(tmp_path / "records.json", steps / "step_000020" / S.RECORDS)
+    doc = json.loads((steps / "step_000010" / S.RECORDS).read_text())
+    doc["samples"][0]["overview"] = "not an object"
+    (steps / "step_000010" / S.RECORDS).write_text(json.dumps(doc))
+    before = sorted(os.listdir(elsewhere))
+    index, pages = view.build(run)
+    assert victim.read_text() == "the user's file" and sorted(os.listdir(elsewhere)) == before
+    assert [p.parent.name for p in pages] == ["step_000010"] and not pages[0].is_symlink()
+    assert "Sample 0" in pages[0].read_text() and "Sample 1" in pages[0].read_text()
+    text = index.read_text()
+    for name in ("step_000020", "step_000030"):
+        assert f"{steps / name} lies outside {run} (a symlink); not read" in text
+    assert "lies outside" in capsys.readouterr().err
+
+    other = tmp_path / "other_run"
+    other.mkdir()
+    os.symlink(steps, other / "samples")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{other / 'samples'} lies outside {other} (a symlink)")):
+        view.build(other)
+
+
 # ------------------------------------------------------------------ a real training run, a real browser
 @pytest.fixture(scope="module")
 def chromium():

@@ -243,9 +243,15 @@ def processor_frame_side(folder: Path) -> tuple[int, str] | None:
             cfg = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        size = cfg.get("size") or {}
-        max_pixels = cfg.get("max_pixels") or size.get("longest_edge")
-        unit = int(cfg.get("patch_size", 14)) * int(cfg.get("merge_size", 2))
+        size = cfg.get("size") if isinstance(cfg, dict) else None
+        if not isinstance(cfg, dict) or not isinstance(size or {}, dict):
+            raise ValueError(f"{path}: not an image processor's settings (expected an object whose size is one)")
+        max_pixels = cfg.get("max_pixels") or (size or {}).get("longest_edge")
+        numbers = (cfg.get("patch_size", 14), cfg.get("merge_size", 2), max_pixels or 1)
+        if not all(type(n) in (int, float) and 1 <= n < 2**40 for n in numbers):
+            raise ValueError(f"{path}: patch_size, merge_size and max_pixels (or size.longest_edge) must be "
+                             f"positive numbers, got {', '.join(str(n)[:20] for n in numbers)}")
+        unit = int(numbers[0]) * int(numbers[1])
         if not max_pixels:
             continue
         side = max(unit, min(FRAME_SIDE_CAP, int(int(max_pixels) ** 0.5) // unit * unit))
@@ -324,7 +330,10 @@ def parse_args(cls, argv: Sequence[str] | None = None, description: str = ""):
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except ValueError as exc:
         parser.error(str(exc))
-    changes, notes = model_settings(args.model, given_dests(parser, argv))  # once --model is known to be sound
+    try:  # once --model is known to be sound
+        changes, notes = model_settings(args.model, given_dests(parser, argv))
+    except ValueError as exc:  # a settings file of the folder that cannot be read: one line naming it
+        parser.exit(2, f"{parser.prog}: error: --model {args.model}: {exc}\n")
     for line in notes:
         print(f"settings: {line}", file=sys.stderr)
     args = dataclasses.replace(args, **changes)

@@ -780,7 +780,11 @@ def _resume(loop: _Loop, run: run_state.Run) -> tuple[int, list]:
     except (RuntimeError, ValueError, KeyError) as exc:
         raise RunStateError(f"{run.checkpoint} does not fit this model ({loop.model_path}): "
                             f"{str(exc).splitlines()[0][:200]}") from exc
-    set_rng_state(rng)
+    try:
+        set_rng_state(rng)
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise RunStateError(f"{run.checkpoint} holds random-generator states this program cannot restore "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})") from exc
     loop.video_counts = ck.get("bad_videos")  # none in older checkpoints
     return int(ck["step"]), list(ck.get("history", []))
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
 import sys
 from pathlib import Path
@@ -205,6 +206,13 @@ def _read_metadata(path):
                                       f"({type(exc).__name__}: {str(exc)[:160]})") from exc
     if not isinstance(metadata, dcp.Metadata):
         raise run_state.RunStateError(f"{path} holds no checkpoint metadata")
+    # DCP opens each data file at the folder joined with the name recorded here: a name with a separator or
+    # '..' would read a file outside the folder into the model
+    storage = metadata.storage_data
+    for info in storage.values() if isinstance(storage, dict) else [None]:
+        name = getattr(info, "relative_path", None)
+        if not isinstance(name, str) or name in ("", ".", "..") or os.path.basename(name) != name or "\\" in name:
+            raise run_state.RunStateError(f"{path} names a data file {str(name)[:80]!r} that is not in its folder")
     return metadata
 
 

@@ -135,13 +135,71 @@ def evaluate_policy(policy, base, protocol: Protocol, condition: str, draw: int,
     return {**summarize(records), "videos_skipped": skipped.skipped, "skipped_episodes": sorted(skipped.episodes)}
 
 
+_NUMBERS = ("accuracy", "accuracy_k4", "accuracy_k64", "format_common", "kappa")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _condition_problem(c) -> str | None:
+    """What keeps a condition's results from being read as ``summarize`` writes them (the fields reports use)."""
+    if not isinstance(c, dict):
+        return "a condition is not an object"
+    bad = [k for k in _NUMBERS if k in c and not _number(c[k])]
+    if bad:
+        return f"{bad[0]} is not a number"
+    if not (isinstance(c.get("calls", []), list) and all(map(_number, c.get("calls", [])))):
+        return "calls is not a list of numbers"
+    transcripts = c.get("transcripts", [])
+    if not (isinstance(transcripts, list) and all(
+            isinstance(t, dict) and all(_number(t.get(k)) for k in ("episode", "frame_budget", "calls", "correct"))
+            and isinstance(t.get("turns"), list) and all(isinstance(x, str) for x in t["turns"])
+            for t in transcripts)):
+        return "transcripts are not records of episode, frame_budget, calls, correct and turns"
+    return None
+
+
+def read_record(path: str | os.PathLike) -> dict | None:
+    """An OUT_DIR/step_NNNNNN.json as ``evaluate_steps`` writes it; None when absent. One of another shape
+    (damaged, or from elsewhere) is said on stderr and read as absent: an evaluation writes it anew, a report
+    leaves it out."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict) or not isinstance(record.get("conditions"), dict):
+            raise ValueError("not an object with a 'conditions' object")
+        problem = next(filter(None, map(_condition_problem, record["conditions"].values())), None)
+        if problem:
+            raise ValueError(problem)
+    except (OSError, ValueError) as exc:
+        print(f"{path}: not an evaluation record ({str(exc)[:160]}); read as absent", file=sys.stderr)
+        return None
+    return record
+
+
 def load_base_args(path: str | os.PathLike):
-    """A trainer's arguments from an args.json (unknown keys, from newer or older trainers, are left out)."""
+    """A trainer's arguments from an args.json (unknown keys, from newer or older trainers, are left out). One that
+    is not a JSON object of settings, each of its field's type, is a ValueError naming the file and the field."""
     from trainers.config import GRPOArgs
 
-    raw = json.loads(Path(path).read_text())
-    names = {f.name for f in dataclasses.fields(GRPOArgs)}
-    return GRPOArgs(**{k: v for k, v in raw.items() if k in names})
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot read ({type(exc).__name__}: {str(exc)[:160]})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: not a trainer's args.json (a {type(raw).__name__}, not an object of settings)")
+    fields = {f.name: type(f.default) for f in dataclasses.fields(GRPOArgs)}
+    for k, v in raw.items():
+        kind = fields.get(k)
+        # a float field takes a whole number too; a bool is never a number here
+        ok = kind is None or type(v) is kind or (kind is float and type(v) is int)
+        if not ok:
+            raise ValueError(f"{path}: {k} is {str(v)[:40]!r} ({type(v).__name__}); a trainer writes "
+                             f"{kind.__name__} values there")
+    return GRPOArgs(**{k: v for k, v in raw.items() if k in fields})
 
 
 def checkpoint_state(run_dir: Path, step: int) -> dict | None:
@@ -176,7 +234,7 @@ def evaluate_steps(base, steps: list[int], out_dir: Path, protocol: Protocol, co
     protocol_dict = dataclasses.asdict(protocol)
     for step in steps:
         path = out_dir / f"step_{step:06d}.json"
-        record = json.loads(path.read_text()) if path.is_file() else {}
+        record = read_record(path) or {}
         if record.get("protocol") != protocol_dict or record.get("draw") != draw:
             record = {"model": str(start), "run": str(run_dir or ""), "step": step, "draw": draw,
                       "protocol": protocol_dict, "conditions": {}}
@@ -255,7 +313,11 @@ def main(argv=None):
         p.error("--steps: 0 or more; steps above 0 need --run")
     if ns.episodes < 1 or ns.batch < 1 or ns.first_episode < 0:
         p.error("--episodes and --batch must be >= 1, --first-episode >= 0")
-    evaluate_steps(load_base_args(args_file), steps, Path(ns.out_dir), protocol_from(ns), conditions, ns.draw,
+    try:
+        base = load_base_args(args_file)
+    except ValueError as exc:
+        p.error(str(exc))
+    evaluate_steps(base, steps, Path(ns.out_dir), protocol_from(ns), conditions, ns.draw,
                    run_dir=Path(ns.run) if ns.run else None, device=ns.device)
 
 

@@ -63,6 +63,11 @@ CHECKPOINT_DIR = "checkpoints"
 FINAL_MODEL = "final_model"
 _CKPT_RE = re.compile(r"^step_(\d+)\.pt$")
 _CKPT_KEYS = ("step", "model", "optimizer", "rng")
+# what each field holds (a sharded checkpoint's model and optimizer are the word "sharded"): a checkpoint from
+# elsewhere with anything else is refused by name here, not met as a traceback halfway through a resume
+_CKPT_KINDS = {"step": (int, "a whole number"), "model": (dict, "a mapping"), "optimizer": (dict, "a mapping"),
+               "rng": (dict, "a mapping"), "args": (dict, "a mapping"), "history": (list, "a list"),
+               "bad_videos": (list, "a list")}
 
 
 class RunLockedError(RunStateError):
@@ -221,6 +226,21 @@ def load_training_checkpoint(path: Path) -> dict:
     missing = [k for k in _CKPT_KEYS if not isinstance(ck, dict) or k not in ck]
     if missing:
         raise RunStateError(f"{path} is not a training checkpoint (no {', '.join(missing)})")
+    for key, (kind, what) in _CKPT_KINDS.items():
+        value = ck.get(key)
+        optional = value is None and key not in _CKPT_KEYS
+        sharded = ck.get("sharded") is not None and key in ("model", "optimizer")
+        if optional or sharded:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise RunStateError(f"{path} is not a training checkpoint (its {key} is a {type(value).__name__}, not "
+                                f"{what})")
+    if ck["step"] < 0:
+        raise RunStateError(f"{path} is not a training checkpoint (its step is {ck['step']})")
+    if not all(isinstance(h, dict) for h in ck.get("history") or []):
+        raise RunStateError(f"{path} is not a training checkpoint (its history holds other than records)")
+    if [type(n) for n in ck.get("bad_videos") or [0, 0]] != [int, int]:
+        raise RunStateError(f"{path} is not a training checkpoint (its bad_videos is not two whole numbers)")
     m = _CKPT_RE.match(path.name)
     if m and int(ck["step"]) != int(m.group(1)):
         raise RunStateError(f"{path} holds step {ck['step']}, not the step its name says")

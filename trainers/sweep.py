@@ -88,7 +88,7 @@ if __name__ == "__main__" and not __package__:  # python trainers/sweep.py: the 
 
 from trainers import verdicts  # noqa: E402
 from trainers.config import config_flags, flag_name, load_config, named_flags  # noqa: E402
-from trainers.evaluation import Protocol  # noqa: E402
+from trainers.evaluation import Protocol, read_record  # noqa: E402
 
 # vanilla format: no prefix, default format weights, no anchor (R_tool stays, as released)
 VANILLA = ("--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0")
@@ -260,11 +260,23 @@ def is_untrained(row: str, learning_rate: str = "") -> bool:
 
 
 def load_history(run_dir: Path) -> list[dict]:
+    """A run's history.json: records with a whole-number step and numbers. One of another shape (damaged, or from
+    elsewhere) is said on stderr and read as absent: the sweep resumes the run, which writes it anew from its
+    checkpoint, and a report leaves the run out."""
     f = run_dir / "history.json"
-    try:
-        return json.loads(f.read_text()) if f.is_file() else []
-    except (OSError, ValueError):
+    if not f.is_file():
         return []
+    try:
+        history = json.loads(f.read_text(encoding="utf-8"))
+        if not (isinstance(history, list) and all(
+                isinstance(h, dict) and type(h.get("step")) is int
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in h.values())
+                for h in history)):
+            raise ValueError("not a list of records of a whole-number step and numbers")
+    except (OSError, ValueError) as exc:
+        print(f"{f}: not a run's history ({str(exc)[:160]}); read as absent", file=sys.stderr)
+        return []
+    return history
 
 
 def finished(run_dir: Path, total_steps: int) -> bool:
@@ -276,11 +288,7 @@ def finished(run_dir: Path, total_steps: int) -> bool:
 
 
 def load_eval(out: Path, name: str, step: int) -> dict:
-    f = out / "evals" / name / f"step_{step:06d}.json"
-    try:
-        return json.loads(f.read_text()).get("conditions", {}) if f.is_file() else {}
-    except (OSError, ValueError):
-        return {}
+    return (read_record(out / "evals" / name / f"step_{step:06d}.json") or {}).get("conditions", {})
 
 
 # ------------------------------------------------------------------ many jobs

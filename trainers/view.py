@@ -23,7 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trainers.samples import SAMPLES_DIR, read_step
+from trainers.run_state import atomic_write
+from trainers.samples import RECORDS, SAMPLES_DIR, read_step
 
 _IMAGE_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.png$")  # a file inside the step folder, nothing else
 _TAG = re.compile(r"&lt;/?(?:think|answer|tool_call|tool_code|tool_response)&gt;")
@@ -92,8 +93,8 @@ def render_sample(rec: dict) -> str:
              f"{_e(rec.get('num_tool_calls'))} crop(s) executed of {_e(rec.get('num_tool_calls_emitted'))} written</p>",
              '<div class="cols"><div class="episode">',
              "<h3>Question</h3>", f'<pre class="question">\n{_e(rec.get("question"))}</pre>']
-    ov = rec.get("overview") or {}
-    parts += ["<h3>Overview frames</h3>", _img(ov.get("image"), "overview frames")]
+    ov = rec.get("overview")
+    parts += ["<h3>Overview frames</h3>", _img(ov.get("image") if isinstance(ov, dict) else None, "overview frames")]
     for t in rec.get("turns") or []:
         if not isinstance(t, dict):
             continue
@@ -177,6 +178,9 @@ def build(run_dir: str | os.PathLike) -> tuple[Path, list[Path]]:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir} is not a folder (pass a run folder, e.g. runs/para_grpo__s1)")
     root = run_dir / SAMPLES_DIR
+    inside = os.path.realpath(run_dir) + os.sep
+    if root.is_dir() and not os.path.realpath(root).startswith(inside):
+        raise FileNotFoundError(f"{root} lies outside {run_dir} (a symlink); no page is written there")
     steps = sorted((p for p in root.iterdir() if p.is_dir() and _STEP_DIR.match(p.name)),
                    key=lambda p: int(_STEP_DIR.match(p.name).group(1))) if root.is_dir() else []
     if not steps:
@@ -185,6 +189,10 @@ def build(run_dir: str | os.PathLike) -> tuple[Path, list[Path]]:
     docs, items, pages = {}, [], []
     for p in steps:
         try:
+            # read and written only inside the run folder: a step folder or records file that is a symlink to
+            # elsewhere (in a run folder from someone else) is passed over
+            if not all(os.path.realpath(f).startswith(inside) for f in (p, p / RECORDS)):
+                raise ValueError(f"{p} lies outside {run_dir} (a symlink); not read")
             docs[p.name] = read_step(p)
         except ValueError as exc:
             print(f"skipping {p.name}: {exc}", file=sys.stderr)
@@ -195,19 +203,22 @@ def build(run_dir: str | os.PathLike) -> tuple[Path, list[Path]]:
         page = render_step(doc, run_dir.name, names[k - 1] if k else None,
                            names[k + 1] if k + 1 < len(names) else None)
         pages.append(root / name / "index.html")
-        pages[-1].write_text(page, encoding="utf-8", errors="replace")
+        _write(pages[-1], page)
         recs = [r for r in doc["samples"] if isinstance(r, dict)]
         for j, rec in enumerate(recs):
-            (root / name / sample_page_name(j)).write_text(render_sample_page(rec, run_dir.name, doc.get("step")),
-                                                           encoding="utf-8", errors="replace")
+            _write(root / name / sample_page_name(j), render_sample_page(rec, run_dir.name, doc.get("step")))
         right = sum(bool(r.get("correct")) for r in recs)
         items.append(f'<li><a href="{_e(name)}/index.html">step {_e(doc.get("step"))}</a>: '
                      f"{len(recs)} sample(s), {right} right</li>")
     index = root / "index.html"
-    index.write_text(_page(f"{run_dir.name} samples",
-                           f"<h1>{_e(run_dir.name)}: sample rollouts</h1>\n<ul>\n" + "\n".join(items) + "\n</ul>"),
-                     encoding="utf-8", errors="replace")
+    _write(index, _page(f"{run_dir.name} samples",
+                        f"<h1>{_e(run_dir.name)}: sample rollouts</h1>\n<ul>\n" + "\n".join(items) + "\n</ul>"))
     return index, pages
+
+
+def _write(path: Path, text: str) -> None:
+    # renamed into place: a page name that is a symlink is replaced, never written through to what it points at
+    atomic_write(path, text.encode("utf-8", errors="replace"))
 
 
 # ============================================================================================

@@ -89,9 +89,16 @@ def default_checkpoint(prior: str = "strong", cache_dir: str | None = None, prog
 
 
 def checkpoint_info(path: str | os.PathLike) -> dict:
-    """The build record (sft_args.json) next to a checkpoint built by trainers/sft.py."""
+    """The build record (sft_args.json) next to a checkpoint built by trainers/sft.py ({} without one). One that is
+    not a JSON object whose ``args`` (if any) is an object is a ValueError naming the file."""
     p = Path(path)
     for cand in (p / "sft_args.json", p.parent / "sft_args.json"):
         if cand.is_file():
-            return json.loads(cand.read_text())
+            try:
+                record = json.loads(cand.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{cand}: not a build record ({type(exc).__name__}: {str(exc)[:120]})") from None
+            if not isinstance(record, dict) or not isinstance(record.get("args", {}), dict):
+                raise ValueError(f"{cand}: not a build record (expected an object with an 'args' object)")
+            return record
     return {}

@@ -245,7 +245,9 @@ def load_checkpoint(path: str, device: str | torch.device = "cpu", dtype: torch.
     problem = model_dir_problem(path)
     if problem:
         raise ValueError(f"model directory {path!r} cannot be loaded: {problem}")
-    kw = dict(local_files_only=True)
+    # trust_remote_code=False: a folder's own Python (config.json's auto_map) never runs, and transformers refuses
+    # with an error instead of asking on the terminal
+    kw = dict(local_files_only=True, trust_remote_code=False)
     try:
         # use_kernels=False: transformers 5.2x otherwise swaps layers for kernels fetched from the Hub, which
         # breaks offline loading on a GPU (local_files_only does not cover them) and is no longer the stock math.

@@ -361,11 +361,14 @@ def parse_args(argv=None, cls=Args, description: str | None = None):
             p.add_argument(name, default=f.default, type=typ, help=helptext, choices=f.metadata.get("choices"))
     ns, argv = read_command_line(p, cls, argv)
     given = given_dests(p, argv)
-    args = inherit_world(with_preset(cls(**ns), given), given)
-    if args.model:
-        from trainers.supervised.real_model import with_model_settings
+    try:
+        args = inherit_world(with_preset(cls(**ns), given), given)
+        if args.model:
+            from trainers.supervised.real_model import with_model_settings
 
-        args = with_model_settings(args, given)
+            args = with_model_settings(args, given)
+    except ValueError as e:  # a parent's build record or a --model's processor settings: one line naming the file
+        p.exit(2, f"{p.prog}: error: {e}\n")
     try:
         args.tool_family_tuple()
     except ValueError as e:
