@@ -105,6 +105,28 @@ def test_bad_reward_terms_are_named(fn, message):
         ParaVTLongVideoEnv(frame_budget=4, dataset_size=30, reward_fns=["mod:fn"])
 
 
+def test_a_config_file_never_names_code_to_run(tmp_path, capsys):
+    """A config file may be a run folder's args.json from elsewhere: a --reward-fn in it (code to import and run)
+    stops the command before anything is imported; the same flag on the command line works."""
+    from trainers import sweep
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('x')\ndef f(trajectory, info):\n    return 0.0\n")
+    args_json = tmp_path / "args.json"
+    args_json.write_text(json.dumps({"total_steps": 3, "reward_fn": f"{evil}:f"}))
+    with pytest.raises(SystemExit):
+        config.parse_args(GRPOArgs, ["--config", str(args_json)])
+    assert "reward_fn names code to run" in capsys.readouterr().err and not marker.exists()
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(f"rows: [grpo]\ntrainer:\n  reward_fn: {evil}:f\n")
+    with pytest.raises(ValueError, match="reward_fn names code to run"):
+        sweep.load_sweep_config(sweep_file)
+    assert not marker.exists()
+    args = config.parse_args(GRPOArgs, ["--config", str(args_json), "--reward-fn", "tests.test_library:length_term"])
+    assert args.total_steps == 3 and args.reward_fn == "tests.test_library:length_term" and not marker.exists()
+
+
 def test_reward_fn_flag_imports_modules_and_files(tmp_path, capsys):
     file = tmp_path / "my_rewards.py"
     file.write_text("def short(trajectory, info):\n    return -len(trajectory) / 1000\n")

@@ -502,13 +502,23 @@ def named_flags(flags) -> set[str]:
     return {n for n in map(flag_name, flags) if n}
 
 
+# Flags that name code to run. A config file may come from elsewhere (a run folder's args.json, a shared sweep
+# file), and a file is data: such a flag is taken from the command line only.
+CODE_FLAGS = ("reward_fn",)
+
+
 def config_flags(mapping: dict, known: set[str] | None = None, source: str = "config") -> list[str]:
     """``{"total_steps": 40, "think_prefix": False, "seeds": [1, 2]}`` -> ``--total-steps 40 --no-think-prefix
-    --seeds 1,2``. With ``known`` (flag names with underscores), an unknown key is a ValueError naming it."""
+    --seeds 1,2``. With ``known`` (flag names with underscores), an unknown key is a ValueError naming it; a key
+    of ``CODE_FLAGS`` with a value is a ValueError too."""
     if known is not None:
         unknown = sorted(k for k in mapping if k.replace("-", "_") not in known)
         if unknown:
             raise ValueError(f"{source}: unknown keys {', '.join(unknown)}")
+    code = sorted(k for k, v in mapping.items() if k.replace("-", "_") in CODE_FLAGS and v not in (None, "", []))
+    if code:
+        raise ValueError(f"{source}: {', '.join(code)} names code to run, which a file may not set; give "
+                         f"{', '.join('--' + k.replace('_', '-') for k in code)} on the command line")
     out: list[str] = []
     for key, value in mapping.items():
         flag = "--" + key.replace("_", "-")
