@@ -87,6 +87,8 @@ def main(argv=None) -> dict | None:
                    "(default 96; 6 at --size tiny)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default 96; 16 at tiny)")
     p.add_argument("--batch-size", type=int, default=64, help="episodes rolled out together")
+    p.add_argument("--base", default="", help="a finished base folder to build every point on (trainers/sft.py "
+                   "--base); default: the one in --build-dir, built first")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     p.add_argument("--workers", type=int, default=None, help="corpus-rendering processes of the builds")
     p.add_argument("--time-budget-s", type=float, default=0.0, help="end the building after this many seconds "
@@ -105,7 +107,7 @@ def main(argv=None) -> dict | None:
     plans = [Plan.of(a.recipe, a.seed, a.size, share) for share in shares]
     built = []
     for plan in plans:
-        built.append(build(plan, a.build_dir, rt))
+        built.append(build(plan, a.build_dir, rt, base=a.base or None))
         if built[-1] is None:
             print("[prior_dial] the time budget stopped the builds; re-run the same command to continue",
                   file=sys.stderr)

@@ -173,3 +173,49 @@ def test_prior_dial_writes_one_point_per_share_and_a_plot(dial):
         assert p["corpus_tool_share"] == p["share"] and Path(p["checkpoint"]).name == "cold_start"
     assert (out / "prior_dial.md").read_text().count("\n| 0.") == 2
     assert (out / "prior_dial.png").stat().st_size > 1000
+
+
+def test_a_recipe_builds_on_a_finished_base_from_elsewhere_and_refuses_another(built, tmp_path, monkeypatch):
+    """--base: the base of an earlier run (kept where its machine's disk was not) is built on, not built again; a base
+    of another seed, an unfinished one or one whose model is damaged is refused before anything is written."""
+    import shutil
+
+    out, _, _, _ = built
+    monkeypatch.setenv("PARAVT_CACHE", str(tmp_path / "cache"))
+    kept = tmp_path / "kept_base"
+    kept.mkdir()
+    shutil.copy(out / "base" / LEDGER, kept / LEDGER)  # what a run needs of a base: its ledger and last model
+    shutil.copytree(out / "base" / "03_grow" / "cold_start", kept / "03_grow" / "cold_start")
+    shutil.copy(out / "base" / "03_grow" / "sft_args.json", kept / "03_grow" / "sft_args.json")
+    fresh = tmp_path / "fresh"
+    final = recipe.main(tiny("weak", fresh, "--base", str(kept)))
+    assert final == fresh / "weak" / "cold_start" and manifest_problem(final, deep=True) is None
+    assert not (fresh / "base").exists()
+    record = checkpoint_info(final)
+    assert record["recipe"]["command"].endswith(f"--base {kept}")
+    assert [s["name"] for s in record["recipe"]["steps"][:3]] == ["base/perception", "base/reading", "base/grow"]
+    chain = []
+    while record:
+        chain.append(Path(record["args"]["out"]).name)
+        record = record.get("parent")
+    assert chain[-3:] == ["03_grow", "02_reading", "01_perception"]  # the base's own records nest under the prior's
+
+    with pytest.raises(SystemExit, match="seed 1 there, 2 asked"):
+        recipe.main(tiny("weak", tmp_path / "other_seed", "--base", str(kept), "--seed", "2"))
+    assert not (tmp_path / "other_seed" / "weak").exists()
+    unfinished = json.loads((kept / LEDGER).read_text())
+    unfinished["steps"][-1]["status"] = "interrupted"
+    (kept / LEDGER).write_text(json.dumps(unfinished))
+    with pytest.raises(SystemExit, match="not finished .grow"):
+        recipe.main(tiny("strong", tmp_path / "unfinished", "--base", str(kept)))
+    unfinished["steps"][-1]["status"] = "done"
+    (kept / LEDGER).write_text(json.dumps(unfinished))
+    (kept / "03_grow" / "sft_args.json").unlink()
+    with pytest.raises(SystemExit, match="no build record"):
+        recipe.main(tiny("strong", tmp_path / "no_record", "--base", str(kept)))
+    (kept / "03_grow" / "cold_start" / "model.safetensors").write_bytes(b"damaged")
+    with pytest.raises(SystemExit, match="is not whole"):
+        recipe.main(tiny("strong", tmp_path / "damaged", "--base", str(kept)))
+    (kept / LEDGER).write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="not a recipe ledger"):
+        recipe.main(tiny("strong", tmp_path / "not_a_ledger", "--base", str(kept)))

@@ -424,13 +424,45 @@ def build_base(plan: Plan, out: Path, rt: Runtime) -> Path | None:
         lock.release()
 
 
-def build(plan: Plan, out: str | Path, rt: Runtime | None = None, command: str | None = None) -> Path | None:
-    """Run ``plan`` into ``out``: the shared base, the recipe's own steps, the final cold start. Returns
-    ``<out>/<name>/cold_start``, or None when the time budget ended the run first (the same command continues)."""
+def finished_base(plan: Plan, folder: str | Path) -> Path:
+    """The model of a base built elsewhere (``--base``: a ``<out>/base`` folder of an earlier run, kept where runs are
+    not; of it a build needs ``recipe.json`` and the last step's ``cold_start/`` and build record): its ledger must
+    record this plan's base (seed, size, steps) with every step done, and its last step's model must be whole.
+    SystemExit naming what is wrong otherwise."""
+    from agents.checkpoint_io import manifest_problem
+
+    folder = Path(folder)
+    if not (folder / LEDGER).is_file():
+        raise SystemExit(f"--base {folder}: no {LEDGER} (give the base folder of a recipe run, <out>/base)")
+    try:
+        data = Ledger.check(folder, plan.base_identity(), "a base")
+        steps = data["steps"]
+        pending = [s["name"] for s in steps if s.get("status") != "done"]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SystemExit(f"--base {folder}: {LEDGER} is not a recipe ledger ({type(exc).__name__}: {exc})") from None
+    if pending or len(steps) != len(plan.base_steps()):
+        raise SystemExit(f"--base {folder}: not finished ({', '.join(pending) or 'steps missing'}); finish it with "
+                         f"the command that started it")
+    model = folder / f"{len(steps):02d}_{plan.base_steps()[-1].name}" / "cold_start"
+    problem = manifest_problem(model, deep=True)
+    if problem:
+        raise SystemExit(f"--base {folder}: its model {model} is not whole ({problem})")
+    if not (model.parent / RECORD_FILE).is_file():  # the lineage the prior's own records nest
+        raise SystemExit(f"--base {folder}: no build record {model.parent / RECORD_FILE} beside its model")
+    return model
+
+
+def build(plan: Plan, out: str | Path, rt: Runtime | None = None, command: str | None = None,
+          base: str | Path | None = None) -> Path | None:
+    """Run ``plan`` into ``out``: the shared base (or the finished one at ``base``), the recipe's own steps, the final
+    cold start. Returns ``<out>/<name>/cold_start``, or None when the time budget ended the run first (the same
+    command continues)."""
     out = Path(out)
     rt = rt or Runtime(runs_dir=str(out / "runs"))
+    base_folder = Path(base) if base else out / "base"
     folder = out / plan.name
     steps = plan.own_steps()
+    given_base = finished_base(plan, base) if base else None  # before anything is written
     lock = _lock(folder, wait=False)
     try:
         final = folder / "cold_start"
@@ -438,20 +470,21 @@ def build(plan: Plan, out: str | Path, rt: Runtime | None = None, command: str |
         if done and done.get("final") and (final / "config.json").is_file():
             print(f"[recipe] {plan.name}: already built ({final}); nothing to do", file=sys.stderr)
             return final
-        Ledger.check(out / "base", plan.base_identity(), "a base")  # before anything is written here
+        if not base:
+            Ledger.check(base_folder, plan.base_identity(), "a base")  # before anything is written here
         for step in plan.base_steps() + steps:  # a setting no build takes stops the run now, not hours into it
             if step.kind == "sft":
                 _sft_args(step, plan.seed, folder, folder, None, rt)
         ledger = Ledger(folder, plan.identity(), steps, f"the {plan.name} recipe")
-        base = build_base(plan, out, rt)
+        start = given_base or build_base(plan, out, rt)
         model = None
-        if base is not None:
-            model = _run_steps(steps, range(11, 11 + len(steps)), folder, ledger, base, plan.seed, rt, plan.name)
+        if start is not None:
+            model = _run_steps(steps, range(11, 11 + len(steps)), folder, ledger, start, plan.seed, rt, plan.name)
         if model is None:
             print(f"[recipe] {plan.name}: stopped by the time budget; re-run the same command to continue",
                   file=sys.stderr)
             return None
-        steps_done = [dict(r, name=f"base/{r['name']}") for r in json.loads((out / "base" / LEDGER).read_text())[
+        steps_done = [dict(r, name=f"base/{r['name']}") for r in json.loads((base_folder / LEDGER).read_text())[
             "steps"]] + ledger.data["steps"]
         summary = {"command": command or plan.command(out), "commit": commit(), "seed": plan.seed,
                    "recipe": plan.recipe, "size": plan.size, "tool_trace_share": plan.share,
@@ -490,6 +523,9 @@ def main(argv=None) -> Path | None:
                    "the cold start's traces and direct answers (0..1; default the recipe's own: strong "
                    f"{PRIORS['strong']['tool_trace_share']}, weak {PRIORS['weak']['tool_trace_share']}, fragile "
                    f"{PRIORS['fragile']['tool_trace_share']}); builds into OUT/<recipe>-share<X>")
+    p.add_argument("--base", default="", help="a finished base folder (OUT/base of an earlier run of the same "
+                   "--seed and --size, e.g. kept from a machine that does not keep its disk) to build on instead "
+                   "of OUT/base")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     p.add_argument("--workers", type=int, default=None, help="corpus-rendering processes (default: up to 15 at "
                    "--size full, none at tiny)")
@@ -498,4 +534,4 @@ def main(argv=None) -> Path | None:
     a = p.parse_args(argv)
     plan = Plan.of(a.recipe, a.seed, a.size, a.tool_trace_share)
     rt = Runtime.for_size(a.size, a.out, a.device, a.workers, a.time_budget_s)
-    return build(plan, a.out, rt, command="python trainers/sft.py " + shlex.join(argv))
+    return build(plan, a.out, rt, command="python trainers/sft.py " + shlex.join(argv), base=a.base or None)
