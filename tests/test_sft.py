@@ -944,6 +944,24 @@ def test_a_planted_pickle_train_state_is_skipped_and_never_run(tmp_path, shared_
     assert state["stage"] == "stage1" and state["step"] == 0
 
 
+@pytest.mark.parametrize("content,said", [([1, 2], "it holds list, not a saved state"),
+                                           ({"key": "x", "stage": "stage1", "step": "four"}, "field 'step' is str"),
+                                           ({"key": "x", "stage": "stage9", "step": 0, "train_seconds": 0.0,
+                                             "alloc_seconds": 1.0, "model": {}, "opt": {}, "history": {},
+                                             "info_done": {}}, "stage 'stage9' step 0 is not a place")])
+def test_a_train_state_of_another_shape_is_skipped_by_name(tmp_path, shared_corpus, capsys, content, said):
+    """A train_state.pt that loads as data but is not a saved state (a file from elsewhere) is skipped, saying why,
+    and the build starts afresh instead of failing on a missing or mistyped field."""
+    sft = _sft()
+    out = tmp_path / "out"
+    out.mkdir()
+    torch.save(content, out / sft.STATE_FILE)
+    argv = ["--out", str(out), "--runs-dir", str(tmp_path / "runs"), "--corpus-dir", shared_corpus,
+            "--stage1-steps", "3", "--stage2-steps", "1", *TINY, "--time-budget-s", "5"]
+    assert sft.main(sft.parse_args(argv)) == out / "base"
+    assert f"[sft] skipping {out / sft.STATE_FILE}: {said}" in capsys.readouterr().err
+
+
 def test_an_exp_name_that_is_not_one_folder_name_is_refused_before_anything_is_written(tmp_path):
     sft = _sft()
     with pytest.raises(SystemExit, match=r"--exp-name '\.\./x' contains a path separator"):

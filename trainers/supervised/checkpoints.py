@@ -63,10 +63,29 @@ def load_state(out: Path, key: str) -> dict | None:
             state = load_data_only(path)
         except RunStateError as exc:
             print(f"[sft] skipping {exc}; starting afresh", file=sys.stderr)
+    if state is not None and (problem := _state_problem(state)):
+        print(f"[sft] skipping {path}: {problem}; starting afresh", file=sys.stderr)
+        state = None
     if state is not None and state["key"] != key:
         raise SystemExit(f"{path} belongs to a run with other settings; resume with the same flags, or delete "
                          f"it (or pick another --out) to start afresh")
     return state
+
+
+_STATE_FIELDS = {"key": str, "stage": str, "step": int, "train_seconds": (int, float), "alloc_seconds": (int, float),
+                 "model": dict, "opt": dict, "history": dict, "info_done": dict}
+
+
+def _state_problem(state) -> str:
+    """Why a loaded ``train_state.pt`` is not one ``save_state`` wrote ("" when it is)."""
+    if not isinstance(state, dict):
+        return f"it holds {type(state).__name__}, not a saved state"
+    for name, kind in _STATE_FIELDS.items():
+        if not isinstance(state.get(name), kind) or isinstance(state.get(name), bool):
+            return f"field {name!r} is {type(state.get(name)).__name__}"
+    if state["stage"] not in ("stage1", "stage2") or state["step"] < 0:
+        return f"stage {state['stage']!r} step {state['step']} is not a place a build stands"
+    return ""
 
 
 def save_state(out: Path, key: str, model, stage: str, step: int, train_s: float, alloc_s: float, opt, history: dict,
