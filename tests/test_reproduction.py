@@ -259,23 +259,36 @@ def test_the_committed_reproduction_page_is_the_committed_results_rendered():
 
 
 def test_the_long_report_is_its_committed_records_rebuilt(tmp_path):
-    """benchmarks/results/reproduction_long keeps its runs' histories and evaluations beside the report, so later
-    seeds add to it: rebuilding the report from those records gives the committed numbers and verdicts."""
+    """benchmarks/results/reproduction_long keeps records.json (what its report was built from) instead of run
+    folders: the report rebuilt from it alone gives the committed numbers and verdicts, and a sweep into a folder
+    holding it has nothing left to run for the recorded seeds, so later seeds add to them."""
     import shutil
+
+    from trainers.evaluation import Protocol
 
     folder = ROOT / "benchmarks" / "results" / "reproduction_long"
     committed = json.loads((folder / "results.json").read_text())
     copy = tmp_path / "long"
-    shutil.copytree(folder / "runs", copy / "runs")
-    shutil.copytree(folder / "evals", copy / "evals")
-    seeds = ",".join(map(str, committed["protocol"]["seeds"]))
-    again = sweep.main(["--preset", "paper-long", "--seeds", seeds, "--report-only", "--out", str(copy)])
-    assert again["protocol"]["seeds"] == committed["protocol"]["seeds"]
+    copy.mkdir()
+    shutil.copy(folder / "records.json", copy / "records.json")
+    seeds = committed["protocol"]["seeds"]
+    again = sweep.main(["--preset", "paper-long", "--seeds", ",".join(map(str, seeds)), "--report-only",
+                        "--out", str(copy)])
+    assert again["protocol"]["seeds"] == seeds and again["protocol"]["hardware"] == committed["protocol"]["hardware"]
     for row in committed["protocol"]["rows"]:
         for metric in ("f_tau", "kappa", "eval_accuracy"):
             assert again[row][metric]["mean"] == pytest.approx(committed[row][metric]["mean"], abs=1e-9), (row, metric)
+        assert again[row]["curves"] == committed[row]["curves"]
     assert [c["verdict"] for c in again["claims"]] == [c["verdict"] for c in committed["claims"]]
     assert (folder / "REPRODUCTION.md").read_text() == sweep.render_reproduction(committed)
+    preset = sweep.PRESETS["paper-long"]
+    protocol = Protocol(eval_first_episode=preset["eval_first_episode"], eval_episodes=preset["eval_episodes"])
+    total = committed["protocol"]["steps"]
+    jobs = sweep.plan_jobs(copy, committed["protocol"]["rows"], seeds, preset["flags"], {}, "", protocol, total,
+                           sweep.eval_steps(total, preset["eval_every"]))
+    assert jobs == []
+    (copy / "records.json").write_text('{"runs": {"x": {"history": ["not a record"]}}, "evals": {}}')
+    assert sweep.load_history(copy / "runs" / "x") == []  # records of another shape are read as absent
 
 
 def test_the_plotted_trend_is_a_trailing_mean():

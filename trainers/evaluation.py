@@ -142,7 +142,7 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _condition_problem(c) -> str | None:
+def condition_problem(c) -> str | None:
     """What keeps a condition's results from being read as ``summarize`` writes them (the fields reports use)."""
     if not isinstance(c, dict):
         return "a condition is not an object"
@@ -171,7 +171,7 @@ def read_record(path: str | os.PathLike) -> dict | None:
         record = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(record, dict) or not isinstance(record.get("conditions"), dict):
             raise ValueError("not an object with a 'conditions' object")
-        problem = next(filter(None, map(_condition_problem, record["conditions"].values())), None)
+        problem = next(filter(None, map(condition_problem, record["conditions"].values())), None)
         if problem:
             raise ValueError(problem)
     except (OSError, ValueError) as exc:

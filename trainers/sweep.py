@@ -55,8 +55,10 @@ Report (``<out>/``): ``results.json`` (``protocol``; one entry per row with f_ta
 eval accuracy with and without the sub-agent, its change from the row's own step 0, at K = 4 and 64, each as
 mean, std, 95% t-interval and n over seeds; ``claims``: each claim of the paper with its verdict),
 ``results.md``, ``side_by_side.md`` (beside the paper's table), ``claims.md``, ``curves.png`` (f_tau both
-ways, kappa and eval accuracy against step, seeds as bands) and ``REPRODUCTION.md`` (all of it as one page,
-rendered from results.json alone). f_tau = mean ``train/format_reward_common`` (the released PARA-GRPO format
+ways, kappa and eval accuracy against step, seeds as bands), ``REPRODUCTION.md`` (all of it as one page,
+rendered from results.json alone) and ``records.json`` (what the report was built from: each run's reported history
+fields and hardware, each evaluation's results; read where a run's or an evaluation's own files are absent, so a
+folder holding only it rebuilds the report, and a sweep into it adds seeds). f_tau = mean ``train/format_reward_common`` (the released PARA-GRPO format
 on the whole trajectory, whatever the row trains on) and f_tau_generated the same format on the agent's own
 tokens (the released reading); kappa = mean executed sub-agent calls per rollout; each over the last quarter
 of training steps. Verdicts (trainers/verdicts.py): a two-sided t-test over seeds, paired where rows share
@@ -69,6 +71,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import hashlib
 import json
 import math
@@ -88,7 +91,7 @@ if __name__ == "__main__" and not __package__:  # python trainers/sweep.py: the 
 
 from trainers import verdicts  # noqa: E402
 from trainers.config import config_flags, flag_name, load_config, named_flags  # noqa: E402
-from trainers.evaluation import Protocol, read_record  # noqa: E402
+from trainers.evaluation import Protocol, condition_problem, read_record  # noqa: E402
 
 # vanilla format: no prefix, default format weights, no anchor (R_tool stays, as released)
 VANILLA = ("--no-think-prefix", "--no-answer-suffix", "--anchor-lambda", "0", "--penalty-gamma", "0")
@@ -265,18 +268,21 @@ def load_history(run_dir: Path) -> list[dict]:
     checkpoint, and a report leaves the run out."""
     f = run_dir / "history.json"
     if not f.is_file():
-        return []
+        return kept_records(run_dir.parent.parent)["runs"].get(run_dir.name, {}).get("history", [])
     try:
         history = json.loads(f.read_text(encoding="utf-8"))
-        if not (isinstance(history, list) and all(
-                isinstance(h, dict) and type(h.get("step")) is int
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in h.values())
-                for h in history)):
+        if not is_history(history):
             raise ValueError("not a list of records of a whole-number step and numbers")
     except (OSError, ValueError) as exc:
         print(f"{f}: not a run's history ({str(exc)[:160]}); read as absent", file=sys.stderr)
         return []
     return history
+
+
+def is_history(history) -> bool:
+    return isinstance(history, list) and all(
+        isinstance(h, dict) and type(h.get("step")) is int
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in h.values()) for h in history)
 
 
 def finished(run_dir: Path, total_steps: int) -> bool:
@@ -288,7 +294,57 @@ def finished(run_dir: Path, total_steps: int) -> bool:
 
 
 def load_eval(out: Path, name: str, step: int) -> dict:
-    return (read_record(out / "evals" / name / f"step_{step:06d}.json") or {}).get("conditions", {})
+    f = out / "evals" / name / f"step_{step:06d}.json"
+    if not f.is_file():
+        return kept_records(out)["evals"].get(name, {}).get(str(step), {})
+    return (read_record(f) or {}).get("conditions", {})
+
+
+RECORDS = "records.json"
+# the history fields a report reads (train_metrics, the curves); records.json keeps only these
+REPORTED = ("step", "train/format_reward_common", "train/format_reward_common_generated", "train/format_reward",
+            "train/tool_calls_per_rollout", "train/tool_calls_emitted_per_rollout", "train/parallel_turn_fraction",
+            "train/accuracy", "train/groups_without_signal", "train/reward_std_in_group", "train/kl",
+            "perf/step_seconds")
+
+
+def kept_records(out: Path) -> dict:
+    """OUT/records.json: what an earlier report was built from (each run's reported history fields and hardware,
+    each evaluation's conditions), read where a run's or an evaluation's own files are absent. A report folder
+    keeps it instead of the run folders, so a sweep into a folder holding it adds seeds to those runs."""
+    path = out / RECORDS
+    return _records_at(str(path), path.stat().st_mtime_ns) if path.is_file() else {"runs": {}, "evals": {}}
+
+
+@functools.lru_cache(maxsize=4)
+def _records_at(path: str, mtime_ns: int) -> dict:  # read once per version of the file: a report reads it often
+    """The records, or none when the file is of another shape (damaged, or from elsewhere), said on stderr."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        runs, evals = data["runs"], data["evals"]
+        if not all(isinstance(r, dict) and is_history(r.get("history")) and isinstance(r.get("hardware"), list)
+                   and all(isinstance(d, str) for d in r["hardware"]) for r in runs.values()):
+            raise ValueError("a run's history or hardware is of another shape")
+        if not all(isinstance(e, dict) and all(isinstance(c, dict) and not any(map(condition_problem, c.values()))
+                                               for c in e.values()) for e in evals.values()):
+            raise ValueError("an evaluation is of another shape")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        print(f"{path}: not a report's records ({type(exc).__name__}: {str(exc)[:160]}); read as absent",
+              file=sys.stderr)
+        return {"runs": {}, "evals": {}}
+    return data
+
+
+def write_records(out: Path, names: list[str], evals: dict[str, list[int]]) -> None:
+    """OUT/records.json for the runs `names` and the evaluations `evals` (name -> steps) a report reads."""
+    runs = {}
+    for name in names:
+        history = [{k: h[k] for k in REPORTED if k in h} for h in load_history(out / "runs" / name)]
+        runs[name] = {"history": history, "hardware": sorted(run_devices(out, name))}
+    from trainers.run_state import atomic_write_json
+
+    kept = {name: {str(step): c for step in steps if (c := load_eval(out, name, step))} for name, steps in evals.items()}
+    atomic_write_json(out / RECORDS, {"runs": runs, "evals": kept})
 
 
 # ------------------------------------------------------------------ many jobs
@@ -527,6 +583,9 @@ def build_report(out: Path, rows: list[str], seeds: list[int], protocol: Protoco
               **results}
     report["claims"] = claims(results, out, seeds, checkpoints)
     out.mkdir(parents=True, exist_ok=True)
+    write_records(out, [run_name(row, seed) for row in results for seed in results[row]["seeds"]],
+                  {**{start_name(prior, seed): [0] for prior in {ROWS[r].prior for r in results} for seed in seeds},
+                   **{run_name(row, seed): steps_evaluated for row in results for seed in results[row]["seeds"]}})
     (out / "results.json").write_text(json.dumps(report, indent=1))
     (out / "results.md").write_text(markdown_table(results))
     (out / "claims.md").write_text(claims_markdown(report["claims"]))
@@ -560,15 +619,21 @@ def hardware(out: Path, rows: list[str], seeds: list[int]) -> dict[str, list[str
     where: dict[str, list[str]] = {}
     for row in rows:
         for seed in seeds:
-            path = out / "runs" / run_name(row, seed) / "hardware.json"
-            try:
-                names = {s["device"] for s in json.loads(path.read_text())}
-            except (OSError, ValueError, TypeError, KeyError):
-                names = {"not recorded"}
-            for name in sorted(names):
+            for name in sorted(run_devices(out, run_name(row, seed)) or {"not recorded"}):
                 if row not in where.setdefault(name, []):
                     where[name].append(row)
     return where
+
+
+def run_devices(out: Path, name: str) -> set[str]:
+    """The accelerators a run's hardware.json (else OUT/records.json) names; empty when it recorded none."""
+    path = out / "runs" / name / "hardware.json"
+    if not path.is_file():
+        return set(kept_records(out)["runs"].get(name, {}).get("hardware", []))
+    try:
+        return {s["device"] for s in json.loads(path.read_text())}
+    except (OSError, ValueError, TypeError, KeyError):
+        return set()
 
 
 def _by_seed(entry: dict | None, metric: str) -> dict:
